@@ -1,0 +1,48 @@
+# Durable execution for AI agents -- one-command set-up.
+#   make demo   set up .venv and run the course's main job (the crash matrices)
+#   make test   set up .venv and run the whole test suite
+#   make lab    open JupyterLab on course/
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+NBVAL_SANITIZE := tests/nbval-sanitize.cfg
+
+.PHONY: setup demo test unit notebooks-check lab build execute grade clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version.split()[0]'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,lab]'
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (crashlab)" > /dev/null
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(BIN)/crashlab demo
+
+# The unit tests and grader proofs, then nbval over the masters (full output comparison) and over
+# the student notebooks (errors only: their unanswered cells are tagged raises-exception).
+test: setup
+	$(BIN)/python -m pytest tests -q
+	$(BIN)/python -m pytest -q --nbval solutions --nbval-sanitize-with $(NBVAL_SANITIZE) -p no:cacheprovider
+	$(BIN)/python -m pytest -q --nbval-lax course -p no:cacheprovider
+
+lab: setup
+	$(BIN)/jupyter lab --notebook-dir=course --ServerApp.ip=127.0.0.1
+
+# Authors: regenerate course/ from solutions/, or re-run a master and save its outputs first.
+build: setup
+	$(BIN)/crashlab build
+
+execute: setup
+	$(BIN)/crashlab execute solutions/*.ipynb
+	$(BIN)/crashlab build
+
+# make grade NB=course/01_naive_event_log.ipynb
+grade: setup
+	$(BIN)/crashlab grade $(NB) --json results.json
+
+clean:
+	rm -rf $(VENV) .crashlab solutions/.crashlab course/.crashlab

@@ -1,0 +1,249 @@
+"""What an agent file imports: the order task, the model client, the tool client.
+
+Agents reach the model and the tools only through these clients, because the clients hold the
+crash points. The model client is the real ``anthropic`` SDK pointed at the course's local model
+server; the tools are HTTP calls to the world's services.
+
+A minimal agent file::
+
+    from crashlab.agent import MODEL, TOOLS, model_client, call_tool, order_task, agent_main
+
+    def run(order_id):
+        client = model_client()
+        messages = [{"role": "user", "content": order_task(order_id)}]
+        ...
+
+    if __name__ == "__main__":
+        agent_main(run)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx
+
+from crashlab import failpoints
+from crashlab.order import AMOUNT, ORDER_ID, SKU, TOOL_SCHEMAS, TOOLS, order_task
+from crashlab.world import ENV_MODEL_URL, ENV_SERVICES_URL, ENV_STATE_DIR
+
+# The model name sent with each request. The local server accepts any name; with a real key
+# (opt-in, see real_api_enabled) this is the model that answers.
+MODEL = os.environ.get("CRASHLAB_MODEL", "claude-haiku-4-5")
+MAX_TOKENS = 400
+
+SERVICE_PATHS = {
+    "charge_card": "/payments/charges",
+    "reserve_item": "/inventory/reservations",
+    "send_confirmation": "/email/messages",
+}
+
+_HOW_TO_START = ("start one with `crashlab world start`, or in Python with "
+                 "`world = crashlab.World.start()` and run the agent with `env=world.env()`")
+
+
+class AgentError(RuntimeError):
+    """An error an agent cannot fix by retrying: the message says what went wrong and what to do."""
+
+
+class WorldNotRunning(AgentError):
+    pass
+
+
+class MalformedToolCall(AgentError):
+    """The model asked for a tool that does not exist, or with missing or mistyped arguments.
+    Raised before anything reaches a service, so a bad reply never causes an effect."""
+
+
+class ToolCallFailed(AgentError):
+    """A service answered with an error, or never answered at all."""
+
+
+# --- the model -------------------------------------------------------------------------------------
+def real_api_enabled() -> bool:
+    """A real Anthropic key is opt-in: set CRASHLAB_REAL_MODEL=1 *and* ANTHROPIC_API_KEY."""
+    return os.environ.get("CRASHLAB_REAL_MODEL") == "1" and bool(os.environ.get("ANTHROPIC_API_KEY"))
+
+
+class _CrashingMessages:
+    def __init__(self, sdk_client, where: str):
+        self._sdk = sdk_client
+        self._where = where
+
+    def create(self, **kwargs):
+        """``anthropic.Anthropic().messages.create``, with crash points before and after the call."""
+        import anthropic
+
+        op = failpoints.next_model_op()
+        failpoints.reach("before", op)
+        try:
+            reply = self._sdk.messages.create(**kwargs)
+        except anthropic.APIConnectionError as exc:
+            raise WorldNotRunning(f"cannot reach the model at {self._where} ({exc}); {_HOW_TO_START}") from None
+        failpoints.reach("after", op)
+        return reply
+
+
+class ModelClient:
+    """Looks like ``anthropic.Anthropic``: use ``client.messages.create(...)``."""
+
+    def __init__(self, sdk_client, where: str):
+        self.sdk = sdk_client
+        self.messages = _CrashingMessages(sdk_client, where)
+
+
+def model_client() -> ModelClient:
+    """The real ``anthropic`` SDK, talking to the world's model server (or, opt-in, the real API)."""
+    import anthropic
+
+    if real_api_enabled():
+        return ModelClient(anthropic.Anthropic(max_retries=0), "the Anthropic API")
+    url = os.environ.get(ENV_MODEL_URL)
+    if not url:
+        raise WorldNotRunning(f"{ENV_MODEL_URL} is not set, so there is no model to talk to; {_HOW_TO_START}")
+    sdk = anthropic.Anthropic(
+        base_url=url,
+        api_key="offline-course-model",  # the local server ignores it; no real key is ever needed
+        max_retries=0,  # a hidden retry would be a hidden repeated call
+        timeout=30,
+        default_headers={"X-Crashlab-Pid": str(os.getpid())},
+    )
+    return ModelClient(sdk, url)
+
+
+def content_to_dicts(content) -> list[dict]:
+    """SDK content blocks as the plain dicts the API accepts back (and that JSON can store)."""
+    blocks = []
+    for block in content:
+        kind = block["type"] if isinstance(block, dict) else block.type
+        get = (lambda k: block[k]) if isinstance(block, dict) else (lambda k: getattr(block, k))
+        if kind == "text":
+            blocks.append({"type": "text", "text": get("text")})
+        elif kind == "tool_use":
+            blocks.append({"type": "tool_use", "id": get("id"), "name": get("name"), "input": dict(get("input"))})
+    return blocks
+
+
+def first_tool_use(content) -> dict | None:
+    """The first tool_use block of a reply's content, as a dict, or None."""
+    for block in content_to_dicts(content):
+        if block["type"] == "tool_use":
+            return block
+    return None
+
+
+def tool_result_message(tool_use_id: str, result: dict) -> dict:
+    """The user message that answers one tool_use."""
+    return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_use_id,
+                                         "content": json.dumps(result)}]}
+
+
+# --- the tools ---------------------------------------------------------------------------------------
+_JSON_TYPES = {"string": (str,), "number": (int, float)}
+
+
+def validate_tool_call(name, args) -> None:
+    """Raise :class:`MalformedToolCall` unless ``name(**args)`` matches a tool's schema exactly."""
+    if name not in TOOL_SCHEMAS:
+        raise MalformedToolCall(f"the model asked for an unknown tool {name!r}; the tools are {sorted(TOOL_SCHEMAS)}")
+    if not isinstance(args, dict):
+        raise MalformedToolCall(f"{name}: arguments must be an object, got {type(args).__name__}")
+    schema = TOOL_SCHEMAS[name]
+    missing = [key for key in schema["required"] if key not in args]
+    if missing:
+        raise MalformedToolCall(f"{name}: missing argument(s) {missing}")
+    extra = sorted(set(args) - set(schema["properties"]))
+    if extra:
+        raise MalformedToolCall(f"{name}: unexpected argument(s) {extra}")
+    for key, value in args.items():
+        expected = schema["properties"][key]["type"]
+        if not isinstance(value, _JSON_TYPES[expected]) or isinstance(value, bool):
+            raise MalformedToolCall(f"{name}: argument {key!r} should be a {expected}, got {value!r}")
+
+
+def call_tool(name: str, args: dict, *, idempotency_key: str | None = None) -> dict:
+    """Call one side-effecting tool in the world, with crash points before and after.
+
+    Without ``idempotency_key`` every call is a new effect. With one, the service replays its
+    first response to a repeat of the same request (Stripe's semantics).
+    """
+    validate_tool_call(name, args)
+    if idempotency_key is not None and (not isinstance(idempotency_key, str) or not idempotency_key.strip()):
+        raise ValueError(f"{name}: idempotency_key must be a non-empty string, got {idempotency_key!r}")
+    base = os.environ.get(ENV_SERVICES_URL)
+    if not base:
+        raise WorldNotRunning(f"{ENV_SERVICES_URL} is not set, so there are no services to call; {_HOW_TO_START}")
+    headers = {"X-Crashlab-Pid": str(os.getpid())}
+    if idempotency_key is not None:
+        headers["Idempotency-Key"] = idempotency_key
+    failpoints.reach("before", name)
+    try:
+        reply = httpx.post(base + SERVICE_PATHS[name], json=args, headers=headers, timeout=30)
+    except httpx.ConnectError:
+        raise WorldNotRunning(f"cannot reach the services at {base}; {_HOW_TO_START}") from None
+    except httpx.RemoteProtocolError:
+        raise ToolCallFailed(f"{name}: the service closed the connection without a reply -- the effect may or "
+                             "may not have happened (a lost acknowledgement)") from None
+    if reply.status_code != 200:
+        try:
+            error = reply.json()["error"]
+            detail = f"{error['type']}: {error['message']}"
+        except (ValueError, KeyError, TypeError):
+            detail = reply.text[:200]
+        raise ToolCallFailed(f"{name}: the service answered {reply.status_code} ({detail})")
+    failpoints.reach("after", name)
+    result = reply.json()
+    if reply.headers.get("Idempotent-Replayed") == "true":
+        result["replayed"] = True
+    return result
+
+
+def charge_card(order_id: str, amount: float, *, idempotency_key: str | None = None) -> dict:
+    return call_tool("charge_card", {"order_id": order_id, "amount": amount}, idempotency_key=idempotency_key)
+
+
+def reserve_item(order_id: str, sku: str, *, idempotency_key: str | None = None) -> dict:
+    return call_tool("reserve_item", {"order_id": order_id, "sku": sku}, idempotency_key=idempotency_key)
+
+
+def send_confirmation(order_id: str, *, idempotency_key: str | None = None) -> dict:
+    return call_tool("send_confirmation", {"order_id": order_id}, idempotency_key=idempotency_key)
+
+
+# --- the process ---------------------------------------------------------------------------------------
+def state_dir() -> Path:
+    """Where this agent keeps its durable state (set by the harness or ``World.env()``)."""
+    value = os.environ.get(ENV_STATE_DIR)
+    if not value:
+        raise WorldNotRunning(f"{ENV_STATE_DIR} is not set; {_HOW_TO_START}")
+    path = Path(value)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def agent_main(run: Callable[[str], Any], argv: list[str] | None = None) -> None:
+    """The command line every agent file shares: ``python AGENT.py --order ORD-8842``.
+
+    Errors the agent cannot recover from are printed as one clear line (exit code 2), not a traceback.
+    """
+    parser = argparse.ArgumentParser(description="Run an order to completion, or resume it.")
+    parser.add_argument("--order", default=ORDER_ID, help="the order id (default %(default)s)")
+    args = parser.parse_args(argv)
+    try:
+        run(args.order)
+    except AgentError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+__all__ = [
+    "AMOUNT", "ORDER_ID", "SKU", "MODEL", "MAX_TOKENS", "TOOLS", "order_task", "model_client", "call_tool",
+    "charge_card", "reserve_item", "send_confirmation", "content_to_dicts", "first_tool_use",
+    "tool_result_message", "state_dir", "agent_main", "AgentError", "MalformedToolCall", "ToolCallFailed",
+    "WorldNotRunning", "validate_tool_call",
+]

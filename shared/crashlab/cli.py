@@ -1,0 +1,195 @@
+"""The ``crashlab`` command: the world, the crash harness, building and grading notebooks, the demo."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+from crashlab.order import ORDER_ID
+
+
+def _world_start(args) -> int:
+    from crashlab.world import World, WorldError
+
+    try:
+        world = World.start(args.state, fresh=not args.keep, port=args.port, stop_with_parent=not args.detach)
+    except WorldError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"world running at {world.url} (pid {world.pid}), ledgers in {world.ledger_dir}")
+    print("agents need these variables:")
+    for key, value in world.env().items():
+        if key.startswith("CRASHLAB_"):
+            print(f"  export {key}={value}")
+    if args.detach:
+        print(f"stop it with: crashlab world stop --state {args.state}")
+        return 0
+    print("press Ctrl-C to stop")
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
+    try:
+        while world._process and world._process.poll() is None:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        world.stop()
+    return 0
+
+
+def _world_stop(args) -> int:
+    from crashlab.world import World, WorldError
+
+    try:
+        World.attach(args.state).stop()
+    except WorldError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print("world stopped")
+    return 0
+
+
+def _audit(args) -> int:
+    from crashlab.audit import audit
+    from crashlab.world import LedgerError
+
+    try:
+        result = audit(Path(args.state) / "ledgers", args.order)
+    except LedgerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result.as_dict(), indent=2) if args.json else result)
+    return 0
+
+
+def _crash_test(args) -> int:
+    from crashlab.harness import crash_test
+    from crashlab.world import WorldError
+
+    try:
+        matrix = crash_test(args.agent, args.points, args.order, expect=args.expect, jobs=args.jobs,
+                            timeout=args.timeout, progress=not args.quiet)
+    except (FileNotFoundError, ValueError, WorldError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(matrix)
+    print(f"\n{len(matrix.rows)} runs in {matrix.seconds:.1f} s")
+    if args.json:
+        matrix.write_json(args.json)
+        print(f"wrote {args.json}")
+    return 0 if matrix.ok or args.expect == "observe" else 1
+
+
+def _build(args) -> int:
+    from crashlab.grading.build import build_course
+
+    changed = build_course(check=args.check)
+    if args.check:
+        if changed:
+            print("out of date (run `crashlab build`): " + ", ".join(str(p) for p in changed), file=sys.stderr)
+            return 1
+        print("course/ is up to date with solutions/")
+        return 0
+    print("\n".join(f"wrote {p}" for p in changed) or "course/ was already up to date")
+    return 0
+
+
+def _grade(args) -> int:
+    from crashlab.grading.grade import GradingError, grade_notebook
+
+    try:
+        report = grade_notebook(args.notebook, json_out=args.json, cell_timeout=args.timeout, keep=args.keep)
+    except GradingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(report)
+    print(f"\nscore {report.score:g} / {report.max_score:g}  ({report.seconds:.0f} s)")
+    if args.json:
+        print(f"wrote {args.json}")
+    return 0
+
+
+def _execute(args) -> int:
+    from crashlab.grading.execute import execute_in_place
+
+    for path in args.notebooks:
+        seconds = execute_in_place(Path(path), timeout=args.timeout)
+        print(f"executed {path} in {seconds:.0f} s")
+    return 0
+
+
+def _demo(args) -> int:
+    from crashlab.demo import run_demo
+
+    return run_demo(jobs=args.jobs, json_out=args.json)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="crashlab", description="Durable execution for AI agents: the course's tools.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    world = sub.add_parser("world", help="start or stop the local world (model server and services)")
+    world_sub = world.add_subparsers(dest="action", required=True)
+    start = world_sub.add_parser("start", help="start a world on 127.0.0.1")
+    start.add_argument("--state", default=".crashlab/world", help="state directory (default %(default)s)")
+    start.add_argument("--port", type=int, default=0, help="port (default: any free one)")
+    start.add_argument("--keep", action="store_true", help="keep the ledgers already in --state")
+    start.add_argument("--detach", action="store_true", help="return at once and leave the world running")
+    start.set_defaults(func=_world_start)
+    stop = world_sub.add_parser("stop", help="stop a world started with --detach")
+    stop.add_argument("--state", default=".crashlab/world")
+    stop.set_defaults(func=_world_stop)
+
+    audit = sub.add_parser("audit", help="what the world saw for an order")
+    audit.add_argument("--state", default=".crashlab/world")
+    audit.add_argument("--order", default=ORDER_ID)
+    audit.add_argument("--json", action="store_true")
+    audit.set_defaults(func=_audit)
+
+    crash = sub.add_parser("crash-test", help="run an agent file through the crash matrix")
+    crash.add_argument("agent", help="the agent file, run as `python AGENT --order ID`")
+    crash.add_argument("--points", default="all", help="'all' or a comma-separated list such as after:charge_card")
+    crash.add_argument("--order", default=ORDER_ID)
+    crash.add_argument("--expect", default="durable", choices=["durable", "no-repeats", "observe"])
+    crash.add_argument("--jobs", type=int, default=2, help="rows run at once (default %(default)s)")
+    crash.add_argument("--timeout", type=float, default=60, help="seconds before a run counts as hung")
+    crash.add_argument("--json", help="also write the matrix as JSON to this file")
+    crash.add_argument("--quiet", action="store_true", help="no progress bar")
+    crash.set_defaults(func=_crash_test)
+
+    build = sub.add_parser("build", help="regenerate course/ from solutions/")
+    build.add_argument("--check", action="store_true", help="only check that course/ is up to date")
+    build.set_defaults(func=_build)
+
+    grade = sub.add_parser("grade", help="grade a notebook")
+    grade.add_argument("notebook")
+    grade.add_argument("--json", help="write Gradescope-shaped results here")
+    grade.add_argument("--timeout", type=int, default=300, help="seconds per cell (default %(default)s)")
+    grade.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    grade.set_defaults(func=_grade)
+
+    execute = sub.add_parser("execute", help="run master notebooks and save their outputs (authors)")
+    execute.add_argument("notebooks", nargs="+")
+    execute.add_argument("--timeout", type=int, default=600)
+    execute.set_defaults(func=_execute)
+
+    demo = sub.add_parser("demo", help="the course's main job: reference agents through the crash matrix")
+    demo.add_argument("--jobs", type=int, default=2)
+    demo.add_argument("--json", help="also write the matrices as JSON to this file")
+    demo.set_defaults(func=_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Turn a master notebook into the student notebook, with nbgrader's preprocessors chained.
+
+LockCells -> ClearSolutions -> ClearHiddenTests -> ClearOutput, then :class:`MarkCellsThatMayRaise`,
+which tags every answer cell, test cell and cell marked ``uses-answers`` with ``raises-exception``
+so that nbval can run the unanswered student notebook: those cells raise until the learner answers.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import nbformat
+from nbconvert.preprocessors import Preprocessor
+from nbgrader.preprocessors import ClearHiddenTests, ClearOutput, ClearSolutions, LockCells
+
+from crashlab.grading.notebooks import is_answer_cell, is_test_cell, repo_root
+
+MAY_RAISE_TAG = "raises-exception"
+USES_ANSWERS_TAG = "uses-answers"
+
+
+class MarkCellsThatMayRaise(Preprocessor):
+    """Tag the cells that raise in an unanswered notebook, so nbval --nbval-lax expects it."""
+
+    def preprocess_cell(self, cell, resources, index):
+        tags = cell.metadata.setdefault("tags", [])
+        if cell.cell_type == "code" and (is_answer_cell(cell) or is_test_cell(cell) or USES_ANSWERS_TAG in tags):
+            if MAY_RAISE_TAG not in tags:
+                tags.append(MAY_RAISE_TAG)
+        if not tags:
+            del cell.metadata["tags"]
+        return cell, resources
+
+
+PIPELINE = (LockCells, ClearSolutions, ClearHiddenTests, ClearOutput, MarkCellsThatMayRaise)
+
+
+def student_version(master: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The student notebook for ``master``: answers and hidden checks removed, outputs cleared."""
+    nb = copy.deepcopy(master)
+    resources: dict = {}
+    for step in PIPELINE:
+        nb, resources = step().preprocess(nb, resources)
+    return nb
+
+
+def _serialise(nb) -> str:
+    return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def build_course(solutions: Path | None = None, course: Path | None = None, *, check: bool = False) -> list[Path]:
+    """Regenerate ``course/`` from ``solutions/``. Returns the student notebooks that changed
+    (with ``check``, the ones that are out of date, and nothing is written)."""
+    root = repo_root()
+    solutions = solutions or root / "solutions"
+    course = course or root / "course"
+    changed = []
+    for master_path in sorted(solutions.glob("*.ipynb")):
+        student = student_version(nbformat.read(master_path, as_version=4))
+        nbformat.validate(student)
+        text = _serialise(student)
+        target = course / master_path.name
+        if not target.exists() or target.read_text() != text:
+            changed.append(target)
+            if not check:
+                course.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
+    if not check:
+        masters = {p.name for p in solutions.glob("*.ipynb")}
+        for stale in course.glob("*.ipynb"):
+            if stale.name not in masters:
+                stale.unlink()
+                changed.append(stale)
+    return changed

@@ -1,0 +1,270 @@
+"""The crash harness: kill an agent at a named point, resume it in a new process, audit the world.
+
+For each crash point the harness starts a fresh world, runs ``python AGENT.py --order ID`` with
+the crash point set, checks that the process really died there (SIGKILL and a marker), runs the
+same command again as a brand-new process with no crash point, and audits the world's ledgers.
+A crash point that was never reached is a failure, not a pass.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crashlab.audit import Audit, Event
+from crashlab.failpoints import ENV_CRASH_MARKER
+from crashlab.order import ORDER_ID, default_points
+from crashlab.world import World
+
+# What a correct agent must show at each crash point, by name.
+EXPECTATIONS = {
+    "durable": "0 duplicates, finished, no repeated model call except one at after:model#N",
+    "no-repeats": "finished, no repeated model call except one at after:model#N (duplicates allowed)",
+    "observe": "no verdict: report what happens",
+}
+BASELINE = "(no crash)"
+
+
+@dataclass
+class ProcessRun:
+    """One agent process, seen from outside."""
+
+    pid: int
+    returncode: int | None
+    started: float
+    ended: float
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+    @property
+    def killed(self) -> bool:
+        return self.returncode == -signal.SIGKILL
+
+    @property
+    def seconds(self) -> float:
+        return self.ended - self.started
+
+    def last_error_line(self) -> str:
+        lines = [line for line in self.stderr.strip().splitlines() if line.strip()]
+        return lines[-1].strip() if lines else f"exit code {self.returncode}"
+
+
+@dataclass
+class Row:
+    point: str
+    reached: bool
+    effects: dict
+    duplicates: int
+    model_calls: int
+    repeated_model_calls: int
+    finished: bool
+    recovery_s: float | None
+    problems: list[str] = field(default_factory=list)
+    runs: list[ProcessRun] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def as_dict(self) -> dict:
+        return {"point": self.point, "reached": self.reached, "effects": self.effects,
+                "duplicates": self.duplicates, "model_calls": self.model_calls,
+                "repeated_model_calls": self.repeated_model_calls, "finished": self.finished,
+                "recovery_s": None if self.recovery_s is None else round(self.recovery_s, 3),
+                "ok": self.ok, "problems": self.problems,
+                "runs": [{"pid": r.pid, "returncode": r.returncode, "seconds": round(r.seconds, 3),
+                          "timed_out": r.timed_out} for r in self.runs]}
+
+
+def run_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, crash_at: str | None = None,
+              timeout: float = 60.0, marker: Path | None = None, extra_env: dict | None = None) -> ProcessRun:
+    """Run ``python AGENT --order ORDER_ID`` once as a new process, in the agent file's directory."""
+    agent = Path(agent).resolve()
+    env = world.env(crash_at=crash_at, **(extra_env or {}))
+    if marker is not None:
+        env[ENV_CRASH_MARKER] = str(marker)
+    started = time.time()
+    process = subprocess.Popen([sys.executable, str(agent), "--order", order_id], cwd=agent.parent, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    timed_out = False
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        stdout, stderr = process.communicate()
+        timed_out = True
+    return ProcessRun(process.pid, process.returncode, started, time.time(), stdout, stderr, timed_out)
+
+
+def judge(point: str, audit: Audit, reached: bool, last: ProcessRun | None, expect: str) -> list[str]:
+    """The problems at one crash point, each naming the point and what went wrong."""
+    if not reached:
+        return []  # already reported by the caller
+    problems = []
+    if last is not None and last.timed_out:
+        problems.append(f"{point}: the resumed agent hung and was killed after its timeout")
+    elif last is not None and last.returncode != 0:
+        problems.append(f"{point}: the resumed agent failed ({last.last_error_line()})")
+    if expect == "observe":
+        return problems
+    allowed = 1 if point.startswith("after:model#") else 0
+    if audit.repeated_model_calls > allowed:
+        problems.append(f"{point}: {audit.repeated_model_calls} repeated model call(s) -- the model was asked "
+                        f"again for an answer that was already recorded" + (" (1 is the unavoidable window here)"
+                                                                             if allowed else ""))
+    if expect == "durable" and audit.duplicates:
+        problems.append(f"{point}: " + ", ".join(audit.duplicate_findings()))
+    if not audit.finished:
+        what = f"missing {', '.join(audit.missing)}" if audit.missing else "the model never gave its final answer"
+        problems.append(f"{point}: the order did not finish ({what})")
+    return problems
+
+
+def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect: str = "durable",
+              workdir: Path | None = None, timeout: float = 60.0, keep: bool = False) -> Row:
+    """One row of the matrix: a fresh world, a crash at ``point`` (or none for the baseline), a resume."""
+    base = Path(tempfile.mkdtemp(prefix="row-", dir=workdir))
+    world = World.start(base / "world")
+    try:
+        marker = base / "crash.marker"
+        runs: list[ProcessRun] = []
+        problems: list[str] = []
+        reached = True
+        if point != BASELINE:
+            first = run_agent(agent, world, order_id, crash_at=point, timeout=timeout, marker=marker)
+            runs.append(first)
+            reached = first.killed and marker.exists() and marker.read_text().strip() == point
+            if not reached:
+                if first.timed_out:
+                    why = "the agent hung before reaching it"
+                elif first.returncode == 0:
+                    why = "the agent finished without passing through it"
+                else:
+                    why = f"the agent failed first: {first.last_error_line()}"
+                problems.append(f"{point}: crash point never reached ({why})")
+        recovery = None
+        if reached:
+            resume = run_agent(agent, world, order_id, timeout=timeout)
+            runs.append(resume)
+            recovery = resume.seconds
+        audit = world.audit(order_id)
+        problems += judge(point, audit, reached, runs[-1] if runs else None, expect)
+        return Row(point, reached, audit.counts, audit.duplicates, audit.model_calls, audit.repeated_model_calls,
+                   audit.finished and (not runs or runs[-1].returncode == 0), recovery, problems, runs, audit.events)
+    finally:
+        world.stop()
+        if not keep:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def resolve_points(points: str | list[str]) -> list[str]:
+    """``"all"`` means every point of the order task; otherwise a list or a comma-separated string."""
+    if isinstance(points, str):
+        points = default_points() if points == "all" else [p.strip() for p in points.split(",") if p.strip()]
+    bad = [p for p in points if p.partition(":")[0] not in ("before", "after") or not p.partition(":")[2].strip()]
+    if bad:
+        raise ValueError(f"crash points look like before:OP or after:OP (OP = model#N or a tool name); got {bad}")
+    return list(points)
+
+
+@dataclass
+class Matrix:
+    agent: str
+    order_id: str
+    expect: str
+    rows: list[Row]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return all(row.ok for row in self.rows)
+
+    def problems(self) -> list[str]:
+        return [problem for row in self.rows for problem in row.problems]
+
+    def row(self, point: str) -> Row:
+        return next(r for r in self.rows if r.point == point)
+
+    def as_dict(self) -> dict:
+        return {"agent": self.agent, "order_id": self.order_id, "expect": self.expect,
+                "expectation": EXPECTATIONS[self.expect], "ok": self.ok, "seconds": round(self.seconds, 2),
+                "rows": [row.as_dict() for row in self.rows]}
+
+    def table(self) -> str:
+        header = ["crash point", "reached", "duplicates", "model calls", "repeated", "finished", "recovery"]
+        if self.expect != "observe":
+            header.append("verdict")
+        lines = []
+        for row in self.rows:
+            cells = [row.point, "yes" if row.reached else "NO", str(row.duplicates), str(row.model_calls),
+                     str(row.repeated_model_calls), "yes" if row.finished else "NO",
+                     "-" if row.recovery_s is None else f"{row.recovery_s:5.2f} s"]
+            if self.expect != "observe":
+                cells.append("ok" if row.ok else "FAIL")
+            lines.append(cells)
+        widths = [max(len(str(c)) for c in column) for column in zip(header, *lines)]
+        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+        out = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
+        out += [fmt.format(*cells) for cells in lines]
+        return "\n".join(out)
+
+    def __str__(self) -> str:
+        title = f"{Path(self.agent).name} on {self.order_id} -- expected: {EXPECTATIONS[self.expect]}"
+        text = f"{title}\n{self.table()}"
+        if self.problems():
+            text += "\n\n" + "\n".join(f"- {p}" for p in self.problems())
+        return text
+
+    __repr__ = __str__
+
+    def write_json(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.as_dict(), indent=2) + "\n")
+
+
+def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str = ORDER_ID, *,
+               expect: str = "durable", baseline: bool = True, jobs: int = 1, timeout: float = 60.0,
+               progress: bool = True, workdir: str | Path | None = None) -> Matrix:
+    """Run the crash matrix: one row per crash point (plus a clean baseline run)."""
+    agent = Path(agent)
+    if not agent.is_file():
+        raise FileNotFoundError(f"no agent file at {agent}")
+    if expect not in EXPECTATIONS:
+        raise ValueError(f"expect must be one of {sorted(EXPECTATIONS)}")
+    todo = ([BASELINE] if baseline else []) + resolve_points(points)
+    started = time.time()
+    own_dir = workdir is None
+    workdir = Path(tempfile.mkdtemp(prefix="crashlab-matrix-")) if own_dir else Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            futures = [pool.submit(crash_row, agent, p, order_id, expect=expect, workdir=workdir, timeout=timeout)
+                       for p in todo]
+            if progress:
+                from tqdm import tqdm
+
+                for _ in tqdm(futures, desc=f"crash matrix: {agent.name}", unit="point", file=sys.stderr,
+                              dynamic_ncols=True):
+                    _.result()
+            rows = [f.result() for f in futures]
+    finally:
+        if own_dir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return Matrix(str(agent), order_id, expect, rows, time.time() - started)
+
+
+def default_jobs() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+__all__ = ["crash_test", "crash_row", "run_agent", "Matrix", "Row", "ProcessRun", "EXPECTATIONS", "BASELINE"]

@@ -1,0 +1,78 @@
+"""The one order task that runs through every lesson, and the tools the model may pick."""
+
+from __future__ import annotations
+
+ORDER_ID = "ORD-8842"
+AMOUNT = 49.99
+SKU = "SKU-772"
+
+# The three side-effecting tools, in the order the task asks for them.
+TOOL_ORDER = ("charge_card", "reserve_item", "send_confirmation")
+
+# Which service each tool talks to, and the kind of effect the world records for it.
+EFFECT_KIND = {
+    "charge_card": "charge",
+    "reserve_item": "reservation",
+    "send_confirmation": "confirmation",
+}
+
+TOOLS = [
+    {
+        "name": "charge_card",
+        "description": "Charge the customer's card for an order. Amount in US dollars.",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "order_id": {"type": "string"},
+                "amount": {"type": "number"},
+            },
+            "required": ["order_id", "amount"],
+        },
+    },
+    {
+        "name": "reserve_item",
+        "description": "Reserve one unit of a stock-keeping unit for an order.",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "order_id": {"type": "string"},
+                "sku": {"type": "string"},
+            },
+            "required": ["order_id", "sku"],
+        },
+    },
+    {
+        "name": "send_confirmation",
+        "description": "Email the customer that their order is confirmed.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"order_id": {"type": "string"}},
+            "required": ["order_id"],
+        },
+    },
+]
+
+TOOL_SCHEMAS = {tool["name"]: tool["input_schema"] for tool in TOOLS}
+
+
+def order_task(order_id: str = ORDER_ID, amount: float = AMOUNT, sku: str = SKU) -> str:
+    """The user's request that starts every conversation for ``order_id``."""
+    return (
+        f"Process order {order_id}: charge the card ${amount:.2f}, reserve item {sku}, "
+        "then send an order confirmation. Call exactly one tool per turn, in that order, "
+        "and say that you are done once all three steps are complete."
+    )
+
+
+def default_points(model_calls: int = len(TOOL_ORDER) + 1) -> list[str]:
+    """Every crash point a correct run of the order task passes through, in order.
+
+    A run makes four model calls (one per tool, then the final answer) and three tool calls.
+    """
+    points: list[str] = []
+    for n in range(1, model_calls + 1):
+        points += [f"before:model#{n}", f"after:model#{n}"]
+        if n <= len(TOOL_ORDER):
+            tool = TOOL_ORDER[n - 1]
+            points += [f"before:{tool}", f"after:{tool}"]
+    return points

@@ -1,0 +1,146 @@
+"""The scripted model: reads a conversation and picks the next tool, like a well-behaved LLM would.
+
+It answers the Anthropic Messages API request body with a Messages API response body. Because it
+decides from the conversation alone, a resumed conversation gets the right next step, and a
+conversation that has already seen every tool succeed gets the final answer.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+from crashlab.order import TOOL_ORDER, TOOL_SCHEMAS
+
+
+class InvalidRequest(ValueError):
+    """The request is not a valid Messages API conversation (HTTP 400, like the real API)."""
+
+
+def normalize_messages(messages) -> list[dict]:
+    """Reduce a message list to what it means, so that two requests that say the same thing compare
+    equal however the client serialised them (a plain string vs. a text block, extra null fields)."""
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest("messages: a non-empty list is required")
+    normal = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+            raise InvalidRequest(f"messages.{i}: each message needs a role of 'user' or 'assistant'")
+        normal.append({"role": message["role"], "content": _normalize_content(message.get("content"), i)})
+    return normal
+
+
+def _normalize_content(content, i: int) -> list[dict]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list) or not content:
+        raise InvalidRequest(f"messages.{i}.content: a string or a non-empty list of blocks is required")
+    blocks = []
+    for j, block in enumerate(content):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            blocks.append({"type": "text", "text": str(block.get("text", ""))})
+        elif kind == "tool_use":
+            blocks.append({"type": "tool_use", "id": block.get("id"), "name": block.get("name"),
+                           "input": block.get("input") or {}})
+        elif kind == "tool_result":
+            inner = block.get("content", "")
+            if isinstance(inner, list):
+                inner = "".join(b.get("text", "") for b in inner if isinstance(b, dict))
+            blocks.append({"type": "tool_result", "tool_use_id": block.get("tool_use_id"),
+                           "content": str(inner), "is_error": bool(block.get("is_error", False))})
+        else:
+            raise InvalidRequest(f"messages.{i}.content.{j}: unsupported block type {kind!r}")
+    return blocks
+
+
+def check_conversation(messages: list[dict]) -> None:
+    """Enforce the rules the real API enforces: alternate roles, start and end with the user, and
+    answer every tool_use with a tool_result (same id) in the very next message."""
+    if messages[0]["role"] != "user" or messages[-1]["role"] != "user":
+        raise InvalidRequest("messages: the conversation must start and end with a user message")
+    for i in range(1, len(messages)):
+        if messages[i]["role"] == messages[i - 1]["role"]:
+            raise InvalidRequest(f"messages.{i}: roles must alternate between 'user' and 'assistant'")
+    for i, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        asked = {b["id"] for b in message["content"] if b["type"] == "tool_use"}
+        if not asked:
+            continue
+        answered = {b["tool_use_id"] for b in messages[i + 1]["content"] if b["type"] == "tool_result"}
+        missing = asked - answered
+        if missing:
+            raise InvalidRequest(
+                f"messages.{i + 1}: tool_use ids {sorted(missing)} have no tool_result block in the next message"
+            )
+
+
+def order_from(messages: list[dict]) -> dict:
+    """Read the order id, amount and SKU out of the first user message."""
+    text = " ".join(b["text"] for b in messages[0]["content"] if b["type"] == "text")
+    order = re.search(r"\bORD-[A-Za-z0-9]+", text)
+    amount = re.search(r"\$(\d+(?:\.\d{1,2})?)", text)
+    sku = re.search(r"\bSKU-[A-Za-z0-9]+", text)
+    if not (order and amount and sku):
+        raise InvalidRequest("the first user message must name an order (ORD-…), an amount ($…) and a SKU (SKU-…)")
+    return {"order_id": order.group(0), "amount": float(amount.group(1)), "sku": sku.group(0)}
+
+
+def completed_tools(messages: list[dict]) -> set[str]:
+    """Tools whose call got a successful tool_result somewhere in the conversation."""
+    names = {}
+    done = set()
+    for message in messages:
+        for block in message["content"]:
+            if block["type"] == "tool_use":
+                names[block["id"]] = block["name"]
+            elif block["type"] == "tool_result" and not block["is_error"]:
+                if block["tool_use_id"] in names:
+                    done.add(names[block["tool_use_id"]])
+    return done
+
+
+# Ways a reply can be malformed on purpose, to teach that a tool call is untrusted input.
+MALFORMED_REPLIES = ("unknown_tool", "missing_args", "bad_type")
+
+
+def reply(request: dict, *, malformed: str | None = None) -> dict:
+    """The Messages API response to ``request``."""
+    if not isinstance(request, dict):
+        raise InvalidRequest("the request body must be a JSON object")
+    messages = normalize_messages(request.get("messages"))
+    check_conversation(messages)
+    order = order_from(messages)
+    done = completed_tools(messages)
+    pending = [name for name in TOOL_ORDER if name not in done]
+    model = request.get("model") or "crashlab-scripted"
+    if not pending:
+        text = (f"Order {order['order_id']} is complete: the card was charged ${order['amount']:.2f}, "
+                f"{order['sku']} is reserved, and the confirmation was sent.")
+        content = [{"type": "text", "text": text}]
+        stop_reason = "end_turn"
+    else:
+        name = pending[0]
+        args = {key: order[key] for key in TOOL_SCHEMAS[name]["required"]}
+        if malformed == "unknown_tool":
+            name = "refund_card"
+        elif malformed == "missing_args":
+            args.pop(next(iter(args)))
+        elif malformed == "bad_type":
+            args["order_id"] = 8842
+        content = [
+            {"type": "text", "text": f"Next step: {name}."},
+            {"type": "tool_use", "id": "toolu_" + secrets.token_hex(12), "name": name, "input": args},
+        ]
+        stop_reason = "tool_use"
+    return {
+        "id": "msg_" + secrets.token_hex(12),
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 40 * len(messages), "output_tokens": 25},
+    }

@@ -1,0 +1,303 @@
+"""The world's HTTP server: the model (Anthropic Messages API) and the three side-effect services.
+
+Run as its own process (``python -m crashlab.world.server``), so killing an agent never touches it.
+Standard library only, so it starts in a fraction of a second.
+
+Services follow Stripe's published ``Idempotency-Key`` semantics:
+
+- no key: every request is a new effect;
+- same key, same parameters: the first response is replayed (header ``Idempotent-Replayed: true``);
+- same key, other parameters: 400 ``idempotency_error``;
+- same key while the first request with it is still in flight: 409 ``idempotency_key_in_use``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from crashlab.world import ledger, policy
+
+# path -> (ledger name, tool, effect kind, id prefix, required params and their types)
+SERVICES = {
+    "/payments/charges": ("payments", "charge_card", "charge", "ch_", {"order_id": str, "amount": (int, float)}),
+    "/inventory/reservations": ("inventory", "reserve_item", "reservation", "rsv_", {"order_id": str, "sku": str}),
+    "/email/messages": ("email", "send_confirmation", "confirmation", "em_", {"order_id": str}),
+}
+
+
+class Faults:
+    """Faults the world injects on request, counted down in the control ledger so they survive
+    the agent's crash and fire exactly as many times as asked."""
+
+    def __init__(self, state_dir: Path):
+        self.path = state_dir / ledger.CONTROL_LEDGER
+        self.lock = threading.Lock()
+
+    def set(self, name: str, remaining: int = 1, arg: str | None = None) -> None:
+        with self.lock:
+            conn = ledger.connect(self.path)
+            try:
+                conn.execute("INSERT OR REPLACE INTO faults(name, remaining, arg) VALUES (?, ?, ?)",
+                             (name, remaining, arg))
+            finally:
+                conn.close()
+
+    def take(self, name: str) -> str | None:
+        """Consume one firing of fault ``name``; return its argument ('' if none), or None if unarmed."""
+        with self.lock:
+            conn = ledger.connect(self.path)
+            try:
+                row = conn.execute("SELECT remaining, arg FROM faults WHERE name = ?", (name,)).fetchone()
+                if row is None or row["remaining"] <= 0:
+                    return None
+                conn.execute("UPDATE faults SET remaining = remaining - 1 WHERE name = ?", (name,))
+                return row["arg"] or ""
+            finally:
+                conn.close()
+
+    def all(self) -> list[dict]:
+        conn = ledger.connect(self.path)
+        try:
+            return [dict(r) for r in conn.execute("SELECT * FROM faults ORDER BY name")]
+        finally:
+            conn.close()
+
+
+class WorldHandler(BaseHTTPRequestHandler):
+    server_version = "crashlab-world/1"
+    protocol_version = "HTTP/1.1"
+
+    # --- plumbing -------------------------------------------------------------------------------
+    def log_message(self, format, *args):  # noqa: A002 - the base class's name
+        pass  # the ledgers are the log
+
+    @property
+    def state_dir(self) -> Path:
+        return self.server.state_dir  # type: ignore[attr-defined]
+
+    def _send(self, status: int, body: dict, headers: dict | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: int, kind: str, message: str) -> None:
+        self._send(status, {"type": "error", "error": {"type": kind, "message": message}})
+
+    def _body(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            return json.loads(raw or b"null")
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _BAD_JSON
+
+    def _pid(self) -> int | None:
+        try:
+            return int(self.headers.get("X-Crashlab-Pid", ""))
+        except ValueError:
+            return None
+
+    # --- routes -------------------------------------------------------------------------------
+    def do_GET(self):
+        if self.path == "/health":
+            self._send(200, {"ok": True, "state_dir": str(self.state_dir), "pid": os.getpid()})
+        elif self.path == "/_admin/faults":
+            self._send(200, {"faults": self.server.faults.all()})  # type: ignore[attr-defined]
+        else:
+            self._error(404, "not_found_error", f"no route GET {self.path}")
+
+    def do_POST(self):
+        body = self._body()
+        if body is _BAD_JSON:
+            self._error(400, "invalid_request_error", "the request body is not valid JSON")
+        elif self.path == "/v1/messages":
+            self._messages(body)
+        elif self.path in SERVICES:
+            self._service(self.path, body)
+        elif self.path == "/_admin/faults":
+            self._set_fault(body)
+        else:
+            self._error(404, "not_found_error", f"no route POST {self.path}")
+
+    def _set_fault(self, body) -> None:
+        if not isinstance(body, dict) or not isinstance(body.get("name"), str):
+            self._error(400, "invalid_request_error", "a fault needs a name")
+            return
+        self.server.faults.set(body["name"], int(body.get("remaining", 1)), body.get("arg"))  # type: ignore[attr-defined]
+        self._send(200, {"ok": True})
+
+    # --- the model ------------------------------------------------------------------------------
+    def _messages(self, request) -> None:
+        faults: Faults = self.server.faults  # type: ignore[attr-defined]
+        at = time.time()
+        try:
+            messages = policy.normalize_messages(request.get("messages") if isinstance(request, dict) else None)
+            request_json = ledger.canonical_json(messages)
+        except policy.InvalidRequest as exc:
+            self._error(400, "invalid_request_error", str(exc))
+            return
+        try:
+            body = policy.reply(request, malformed=faults.take("malformed_reply"))
+            status, order_id, stop_reason = 200, policy.order_from(messages)["order_id"], body["stop_reason"]
+        except policy.InvalidRequest as exc:
+            body = {"type": "error", "error": {"type": "invalid_request_error", "message": str(exc)}}
+            status, order_id, stop_reason = 400, None, None
+        digest = hashlib.sha256(request_json.encode()).hexdigest()
+        conn = ledger.connect(self.state_dir / ledger.MODEL_LEDGER)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            earlier = conn.execute(
+                "SELECT seq FROM calls WHERE messages_hash = ? AND status = 200 ORDER BY seq LIMIT 1", (digest,)
+            ).fetchone()
+            conn.execute(
+                "INSERT INTO calls(order_id, messages_hash, repeat_of, request, status, stop_reason, reply, pid, at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (order_id, digest, earlier["seq"] if earlier and status == 200 else None, request_json, status,
+                 stop_reason, json.dumps(body), self._pid(), at),
+            )
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        self._send(status, body)
+
+    # --- the services -----------------------------------------------------------------------------
+    def _service(self, path: str, params) -> None:
+        ledger_name, tool, kind, prefix, required = SERVICES[path]
+        problem = _check_params(params, required)
+        if problem:
+            self._error(400, "invalid_request_error", f"{tool}: {problem}")
+            return
+        faults: Faults = self.server.faults  # type: ignore[attr-defined]
+        key = self.headers.get("Idempotency-Key")
+        if key is not None and not key.strip():
+            self._error(400, "invalid_request_error", "Idempotency-Key must not be empty")
+            return
+        params_json = ledger.canonical_json(params)
+        params_hash = hashlib.sha256(f"{path} {params_json}".encode()).hexdigest()
+        conn = ledger.connect(self.state_dir / ledger.SERVICE_LEDGERS[ledger_name])
+        try:
+            if key is not None:
+                conn.execute("BEGIN IMMEDIATE")
+                row = conn.execute("SELECT * FROM idempotency_keys WHERE key = ?", (key,)).fetchone()
+                if row is None:
+                    conn.execute("INSERT INTO idempotency_keys(key, params_hash, state, at) VALUES (?, ?, 'in_flight', ?)",
+                                 (key, params_hash, time.time()))
+                conn.execute("COMMIT")
+                if row is not None:
+                    self._replay(row, params_hash, key)
+                    return
+            delay = faults.take(f"latency:{tool}")
+            if delay:
+                time.sleep(float(delay))
+            effect_id = prefix + secrets.token_hex(8)
+            response = {"id": effect_id, "object": kind, **params, "status": "succeeded"}
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(
+                "INSERT INTO effects(id, kind, order_id, params, idempotency_key, pid, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (effect_id, kind, params["order_id"], params_json, key, self._pid(), time.time()),
+            )
+            if key is not None:
+                conn.execute("UPDATE idempotency_keys SET state = 'done', status = 200, response = ? WHERE key = ?",
+                             (json.dumps(response), key))
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        if faults.take(f"lost_ack:{tool}") is not None:
+            # The effect is committed; the reply never leaves. The client sees a dropped connection.
+            self.close_connection = True
+            return
+        self._send(200, response)
+
+    def _replay(self, row: sqlite3.Row, params_hash: str, key: str) -> None:
+        if row["params_hash"] != params_hash:
+            self._error(400, "idempotency_error",
+                        f"Idempotency-Key {key!r} was first used with other parameters; "
+                        "a key can only be reused for the identical request.")
+        elif row["state"] == "in_flight":
+            self._error(409, "idempotency_key_in_use",
+                        f"a request with Idempotency-Key {key!r} is still being processed; retry later.")
+        else:
+            self._send(row["status"], json.loads(row["response"]), {"Idempotent-Replayed": "true"})
+
+
+_BAD_JSON = object()
+
+
+def _check_params(params, required: dict) -> str | None:
+    if not isinstance(params, dict):
+        return "the request body must be a JSON object"
+    for name, types in required.items():
+        if name not in params:
+            return f"missing parameter {name!r}"
+        if not isinstance(params[name], types) or isinstance(params[name], bool):
+            return f"parameter {name!r} has the wrong type ({type(params[name]).__name__})"
+    extra = set(params) - set(required)
+    if extra:
+        return f"unknown parameters {sorted(extra)}"
+    return None
+
+
+def _watch_parent(parent_pid: int, server: ThreadingHTTPServer) -> None:
+    """Stop the world when the process that started it is gone (a killed kernel, a crashed test)."""
+    while True:
+        time.sleep(0.5)
+        try:
+            os.kill(parent_pid, 0)
+        except ProcessLookupError:
+            server.shutdown()
+            return
+        except PermissionError:
+            pass
+
+
+def serve(state_dir: Path, port: int = 0, ready_file: Path | None = None, parent_pid: int | None = None) -> None:
+    ledger.create_all(state_dir)
+    server = ThreadingHTTPServer(("127.0.0.1", port), WorldHandler)
+    server.daemon_threads = True
+    server.state_dir = state_dir  # type: ignore[attr-defined]
+    server.faults = Faults(state_dir)  # type: ignore[attr-defined]
+    if parent_pid:
+        threading.Thread(target=_watch_parent, args=(parent_pid, server), daemon=True).start()
+    if ready_file:
+        tmp = ready_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"port": server.server_address[1], "pid": os.getpid()}))
+        os.replace(tmp, ready_file)
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        server.server_close()
+        if ready_file:
+            ready_file.unlink(missing_ok=True)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description="Serve the course's world (model + services) on 127.0.0.1.")
+    parser.add_argument("--state", required=True, type=Path)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--ready-file", type=Path)
+    parser.add_argument("--parent-pid", type=int)
+    args = parser.parse_args(argv)
+    try:
+        serve(args.state.resolve(), args.port, args.ready_file, args.parent_pid)
+    except KeyboardInterrupt:
+        pass
+    except OSError as exc:
+        raise SystemExit(f"crashlab world: cannot serve on 127.0.0.1:{args.port}: {exc.strerror or exc}") from None
+
+
+if __name__ == "__main__":
+    main()

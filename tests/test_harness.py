@@ -1,0 +1,290 @@
+"""The crash harness: real kills at named points, resumes in new processes, and the verdicts it
+derives from the world's ledgers.
+
+Agent processes are slow to start (``import anthropic``), so each crash row used by several tests
+is run once per module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from crashlab.audit import Audit
+from crashlab.harness import (BASELINE, EXPECTATIONS, Matrix, ProcessRun, Row, crash_row, crash_test, judge,
+                              resolve_points)
+from crashlab.order import ORDER_ID, default_points
+
+AGENTS = Path(__file__).parent / "agents"
+NAIVE = AGENTS / "naive_agent.py"
+HANG = AGENTS / "hang_agent.py"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_crash_env():
+    """The harness sets crash points for its children; none may leak in from the test run's own env."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("CRASHLAB_CRASH_AT", "CRASHLAB_CRASH_MARKER", "CRASHLAB_REAL_MODEL"):
+            mp.delenv(name, raising=False)
+        yield
+
+
+@pytest.fixture(scope="module")
+def naive_row(tmp_path_factory):
+    """``naive_row(point)``: the naive agent's crash row at ``point``, run once per module."""
+    workdir = tmp_path_factory.mktemp("rows")
+    rows: dict[str, Row] = {}
+
+    def get(point: str) -> Row:
+        if point not in rows:
+            rows[point] = crash_row(NAIVE, point, expect="durable", workdir=workdir)
+        return rows[point]
+
+    get.workdir = workdir
+    return get
+
+
+def pid_running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def make_audit(charges=1, reservations=1, confirmations=1, repeated=0, final=True) -> Audit:
+    effects = {"charge": [{}] * charges, "reservation": [{}] * reservations, "confirmation": [{}] * confirmations}
+    return Audit(ORDER_ID, effects=effects, model_calls=4 + repeated, repeated_model_calls=repeated,
+                 final_answer_served=final)
+
+
+def process(returncode=0, timed_out=False, stderr="") -> ProcessRun:
+    return ProcessRun(pid=1234, returncode=returncode, started=0.0, ended=1.0, stdout="", stderr=stderr,
+                      timed_out=timed_out)
+
+
+# --- real crashes ----------------------------------------------------------------------------------
+
+def test_crash_row_really_kills_and_resumes_in_a_new_process(naive_row):
+    row = naive_row("before:send_confirmation")
+    crashed, resumed = row.runs
+    assert row.reached
+    assert crashed.killed and crashed.returncode == -9
+    assert "crash point before:send_confirmation reached" in crashed.stderr
+    assert resumed.pid != crashed.pid
+    assert resumed.returncode == 0 and not resumed.timed_out
+    assert not pid_running(crashed.pid) and not pid_running(resumed.pid)
+    assert row.recovery_s == pytest.approx(resumed.seconds)
+
+
+def test_naive_agent_before_send_confirmation_repeats_a_model_call(naive_row):
+    row = naive_row("before:send_confirmation")
+    assert row.effects == {"charge": 1, "reservation": 1, "confirmation": 1}
+    assert row.duplicates == 0
+    assert row.repeated_model_calls == 1
+    assert row.finished
+    assert len(row.problems) == 1
+    assert row.problems[0].startswith("before:send_confirmation: 1 repeated model call")
+    assert not row.ok
+
+
+def test_naive_agent_after_send_confirmation_duplicates_the_confirmation(naive_row):
+    row = naive_row("after:send_confirmation")
+    assert row.reached and row.runs[0].killed
+    assert row.effects == {"charge": 1, "reservation": 1, "confirmation": 2}
+    assert row.duplicates == 1
+    assert row.finished
+    assert "after:send_confirmation: 2 confirmations (1 duplicate)" in row.problems
+    assert any("repeated model call" in p for p in row.problems)
+    assert not row.ok
+    assert sum(e.repeat and e.what == "confirmation" for e in row.events) == 1
+
+
+def test_after_a_model_call_exactly_one_repeat_is_allowed(naive_row):
+    row = naive_row("after:model#2")
+    assert row.reached and row.runs[0].killed
+    assert row.repeated_model_calls == 1
+    assert row.effects == {"charge": 1, "reservation": 1, "confirmation": 1}
+    assert row.finished
+    assert row.problems == []
+    assert row.ok
+
+
+@pytest.mark.parametrize("point", ["before:model#9", "before:refund"])
+def test_a_point_never_reached_is_a_problem(tmp_path, point):
+    row = crash_row(NAIVE, point, workdir=tmp_path)
+    assert not row.reached
+    assert [run.returncode for run in row.runs] == [0]  # it ran to the end, no resume
+    assert row.problems == [f"{point}: crash point never reached (the agent finished without passing through it)"]
+    assert not row.ok
+    assert row.recovery_s is None
+
+
+def test_an_agent_that_hangs_before_the_point_is_killed_and_reported(tmp_path):
+    row = crash_row(HANG, "before:model#2", timeout=3, workdir=tmp_path)
+    [run] = row.runs
+    assert run.timed_out
+    assert run.returncode == -9
+    assert 3 <= run.seconds < 10
+    assert not pid_running(run.pid)
+    assert row.problems == ["before:model#2: crash point never reached (the agent hung before reaching it)"]
+
+
+def test_an_agent_that_hangs_on_resume_is_killed_and_reported(tmp_path):
+    row = crash_row(HANG, "before:model#1", timeout=3, workdir=tmp_path, keep=True)
+    [base] = tmp_path.iterdir()
+    assert (base / "crash.marker").read_text() == "before:model#1\n"
+    assert not (base / "world" / "world.json").exists()  # the row's world was stopped
+    crashed, resumed = row.runs
+    assert row.reached and crashed.killed and not crashed.timed_out
+    assert resumed.timed_out and 3 <= resumed.seconds < 10
+    assert not pid_running(resumed.pid)
+    assert "before:model#1: the resumed agent hung and was killed after its timeout" in row.problems
+    assert not row.finished
+
+
+def test_crash_rows_remove_their_worlds_unless_kept(naive_row):
+    naive_row("after:model#2")
+    assert list(naive_row.workdir.iterdir()) == []
+
+
+def test_small_crash_test(tmp_path):
+    matrix = crash_test(NAIVE, "after:model#1", jobs=2, progress=False, workdir=tmp_path)
+    assert [row.point for row in matrix.rows] == [BASELINE, "after:model#1"]
+    baseline, row = matrix.rows
+    assert [run.returncode for run in baseline.runs] == [0]
+    assert (baseline.model_calls, baseline.repeated_model_calls, baseline.duplicates) == (4, 0, 0)
+    assert baseline.finished and baseline.ok
+    assert row.reached and row.runs[0].killed and row.repeated_model_calls == 1
+    assert matrix.ok and matrix.problems() == []
+    assert matrix.row("after:model#1") is row
+
+
+def test_crash_test_rejects_a_missing_agent_and_a_bad_expectation(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        crash_test(tmp_path / "no_agent.py", progress=False)
+    with pytest.raises(ValueError, match="expect"):
+        crash_test(NAIVE, expect="perfect", progress=False)
+
+
+# --- judge -------------------------------------------------------------------------------------------
+
+def test_judge_clean_run_has_no_problem():
+    assert judge("before:charge_card", make_audit(), True, process(), "durable") == []
+
+
+def test_judge_counts_repeats_against_the_window():
+    assert judge("after:model#3", make_audit(repeated=1), True, process(), "durable") == []
+    [problem] = judge("after:model#3", make_audit(repeated=2), True, process(), "durable")
+    assert problem.startswith("after:model#3: 2 repeated model call(s)") and "unavoidable window" in problem
+    [problem] = judge("after:reserve_item", make_audit(repeated=1), True, process(), "durable")
+    assert problem.startswith("after:reserve_item: 1 repeated model call(s)")
+    assert "unavoidable" not in problem
+
+
+def test_judge_duplicates_by_expectation():
+    audit = make_audit(charges=2)
+    assert judge("after:charge_card", audit, True, process(), "durable") == [
+        "after:charge_card: 2 charges (1 duplicate)"]
+    assert judge("after:charge_card", audit, True, process(), "no-repeats") == []
+    assert judge("after:charge_card", make_audit(charges=2, repeated=3, final=False), True,
+                 process(returncode=1, stderr="boom\n"), "observe") == ["after:charge_card: the resumed agent "
+                                                                        "failed (boom)"]
+
+
+def test_judge_unfinished_and_failed_runs():
+    problems = judge("before:reserve_item", make_audit(reservations=0, confirmations=0), True,
+                     process(returncode=2, stderr="error: nope\n"), "durable")
+    assert problems == ["before:reserve_item: the resumed agent failed (error: nope)",
+                        "before:reserve_item: the order did not finish (missing reservation, confirmation)"]
+    assert judge("after:model#4", make_audit(final=False), True, process(), "durable") == [
+        "after:model#4: the order did not finish (the model never gave its final answer)"]
+    assert judge("after:model#4", make_audit(), True, process(timed_out=True, returncode=-9), "durable") == [
+        "after:model#4: the resumed agent hung and was killed after its timeout"]
+
+
+def test_judge_leaves_unreached_points_to_the_caller():
+    assert judge("before:model#9", make_audit(charges=3, final=False), False, process(), "durable") == []
+
+
+# --- points ---------------------------------------------------------------------------------------------
+
+def test_all_points():
+    points = resolve_points("all")
+    assert len(points) == 14 == len(set(points))
+    assert points == default_points()
+    assert points[:4] == ["before:model#1", "after:model#1", "before:charge_card", "after:charge_card"]
+    assert points[-2:] == ["before:model#4", "after:model#4"]
+    for tool in ("charge_card", "reserve_item", "send_confirmation"):
+        assert f"before:{tool}" in points and f"after:{tool}" in points
+
+
+def test_points_from_a_string_or_a_list():
+    assert resolve_points(" before:model#1, after:charge_card ,") == ["before:model#1", "after:charge_card"]
+    assert resolve_points(["after:model#2"]) == ["after:model#2"]
+
+
+@pytest.mark.parametrize("points", ["model#1", "during:model#1", "before-model#1", ["before:model#1", "crash"],
+                                    "all,before:model#1"])
+def test_invalid_points_raise_value_error(points):
+    with pytest.raises(ValueError, match="before:OP or after:OP"):
+        resolve_points(points)
+
+
+@pytest.mark.parametrize("points", ["before:", "after: "])
+def test_a_point_without_an_op_is_invalid(points):
+    with pytest.raises(ValueError):
+        resolve_points([points])
+
+
+# --- the matrix --------------------------------------------------------------------------------------
+
+def synthetic_matrix(expect="durable") -> Matrix:
+    clean = Row(BASELINE, True, {"charge": 1, "reservation": 1, "confirmation": 1}, 0, 4, 0, True, None)
+    bad = Row("after:send_confirmation", True, {"charge": 1, "reservation": 1, "confirmation": 2}, 1, 5, 1, True,
+              1.234, problems=["after:send_confirmation: 2 confirmations (1 duplicate)"],
+              runs=[process(returncode=-9), process()])
+    lost = Row("before:model#9", False, {"charge": 1, "reservation": 1, "confirmation": 1}, 0, 4, 0, True, None,
+               problems=["before:model#9: crash point never reached (x)"])
+    return Matrix(str(NAIVE), ORDER_ID, expect, [clean, bad, lost], 3.5)
+
+
+def test_matrix_table_has_a_header_and_one_line_per_row():
+    matrix = synthetic_matrix()
+    lines = matrix.table().splitlines()
+    assert len(lines) == 2 + len(matrix.rows)
+    assert lines[0].split()[:2] == ["crash", "point"] and lines[0].rstrip().endswith("verdict")
+    assert set(lines[1].replace(" ", "")) == {"-"}
+    for line, row in zip(lines[2:], matrix.rows):
+        assert line.startswith(row.point)
+        assert line.rstrip().endswith("ok" if row.ok else "FAIL")
+    assert "1.23 s" in lines[3]
+    assert lines[4].split()[1] == "NO"
+    assert all(len(line.rstrip()) <= len(lines[1]) for line in lines)  # columns fit the rule
+
+
+def test_matrix_verdicts_and_text():
+    matrix = synthetic_matrix()
+    assert not matrix.ok
+    assert matrix.problems() == matrix.rows[1].problems + matrix.rows[2].problems
+    text = str(matrix)
+    assert text.startswith(f"naive_agent.py on {ORDER_ID} -- expected: {EXPECTATIONS['durable']}")
+    assert "- after:send_confirmation: 2 confirmations (1 duplicate)" in text
+    observe = synthetic_matrix("observe").table().splitlines()
+    assert "verdict" not in observe[0] and len(observe) == 5
+
+
+def test_matrix_write_json_round_trips(tmp_path):
+    matrix = synthetic_matrix()
+    path = tmp_path / "results.json"
+    matrix.write_json(path)
+    data = json.loads(path.read_text())
+    assert data == matrix.as_dict()
+    assert data["ok"] is False and data["expectation"] == EXPECTATIONS["durable"]
+    assert [row["point"] for row in data["rows"]] == [BASELINE, "after:send_confirmation", "before:model#9"]
+    assert data["rows"][1]["recovery_s"] == 1.234
+    assert data["rows"][1]["runs"][0] == {"pid": 1234, "returncode": -9, "seconds": 1.0, "timed_out": False}
+    assert os.path.getsize(path) > 0
