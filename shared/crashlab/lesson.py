@@ -41,8 +41,44 @@ def show_run(run: ProcessRun, label: str = "") -> None:
             print(f"stderr: {line}")
 
 
-def show_log(path: str | os.PathLike, width: int = 110) -> None:
-    """Print an event log one record per line, shortened, with the torn tail marked."""
+def _summary(record) -> str:
+    """One short line for a log record: its type, the tool it decided on, the effect it recorded."""
+    if not isinstance(record, dict):
+        return f"[{type(record).__name__}]"
+    tools, effects, texts = [], [], []
+
+    def walk(value):
+        if isinstance(value, dict):
+            if value.get("type") == "tool_use":
+                tools.append(value.get("name"))
+            if "object" in value and "status" in value:
+                effects.append(f"{value['object']} {value['status']}")
+            if value.get("type") == "tool_result" and isinstance(value.get("content"), str):
+                try:
+                    walk(json.loads(value["content"]))
+                except json.JSONDecodeError:
+                    pass
+            if value.get("type") == "text" and not tools:
+                texts.append(value.get("text", ""))
+            for inner in value.values():
+                walk(inner)
+        elif isinstance(value, list):
+            for inner in value:
+                walk(inner)
+
+    walk(record)
+    parts = [f"[{record.get('type', 'step')}]"]
+    if tools:
+        parts.append("decided " + ", ".join(tools))
+    if effects:
+        parts.append("result: " + ", ".join(effects))
+    if not tools and not effects and texts:
+        parts.append(repr(texts[0][:60]))
+    return " ".join(parts)
+
+
+def show_log(path: str | os.PathLike) -> None:
+    """Print an event log one record per line, summarised, with a torn tail or damage marked."""
     data = Path(path).read_bytes() if Path(path).exists() else b""
     if not data:
         print(f"{Path(path).name}: empty")
@@ -50,13 +86,10 @@ def show_log(path: str | os.PathLike, width: int = 110) -> None:
     lines = data.split(b"\n")
     print(f"{Path(path).name}: {len(lines) - 1} complete line(s)")
     for number, raw in enumerate(lines[:-1], start=1):
-        text = raw.decode("utf-8", errors="replace")
         try:
-            record = json.loads(text)
-            kind = record.get("type", "step") if isinstance(record, dict) else type(record).__name__
-            text = f"[{kind}] " + text
-        except json.JSONDecodeError:
-            text = "[unreadable] " + text
-        print(f"{number:3}: {text[:width]}{'…' if len(text) > width else ''}")
+            text = _summary(json.loads(raw.decode("utf-8")))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            text = f"[unreadable] {raw[:40]!r}"
+        print(f"{number:3}: {text}")
     if lines[-1]:
-        print(f"torn tail ({len(lines[-1])} bytes, no newline): {lines[-1][:60]!r}")
+        print(f"torn tail ({len(lines[-1])} bytes, no newline): {lines[-1][:40]!r}")

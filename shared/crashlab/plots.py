@@ -11,40 +11,52 @@ _COLORS = {"model": "#4c72b0", "charge": "#55a868", "reservation": "#8172b2", "c
 
 
 def timeline(runs: Sequence[ProcessRun], events: Sequence[Event], title: str = "", ax=None):
-    """One lane per agent process: its lifetime as a bar, model calls and effects as markers,
-    repeats and duplicates outlined in red, and a cross where SIGKILL struck."""
+    """One lane per agent process, events in the order the world saw them: model calls (circles) and
+    effects (squares), repeats and duplicates in red, and a cross where SIGKILL struck.
+
+    The x axis is the order of events, not seconds: the local model answers in milliseconds while
+    each process spends about two seconds starting Python, so a time axis would hide every event in
+    one pile. The seconds are in the lane labels.
+    """
     import matplotlib.pyplot as plt
 
     if not runs:
         raise ValueError("timeline needs at least one process run")
-    t0 = min(run.started for run in runs)
-    if ax is None:
-        _, ax = plt.subplots(figsize=(10, 1.2 + 0.9 * len(runs)))
     lanes = {run.pid: i for i, run in enumerate(runs)}
+    mine = [e for e in events if e.pid in lanes]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(8, 0.9 * len(mine) + 3), 1.4 + 1.0 * len(runs)))
+    t0 = min(run.started for run in runs)
     for run in runs:
         y = lanes[run.pid]
-        ax.barh(y, run.ended - run.started, left=run.started - t0, height=0.5, color="#eeeeee", edgecolor="#999999")
+        xs = [k for k, e in enumerate(mine) if e.pid == run.pid]
+        start, end = (min(xs) - 0.5, max(xs) + 0.5) if xs else (0, 0.5)
         if run.killed:
-            ax.plot(run.ended - t0, y, marker="X", markersize=14, color="black", zorder=5)
-            ax.annotate("SIGKILL", (run.ended - t0, y), xytext=(6, 10), textcoords="offset points", fontsize=8)
+            end += 0.5
+        ax.barh(y, end - start, left=start, height=0.55, color="#f0f0f0", edgecolor="#999999", zorder=1)
+        if run.killed:
+            ax.plot(end, y, marker="X", markersize=15, color="black", zorder=5)
+            ax.annotate("SIGKILL", (end, y), xytext=(8, 8), textcoords="offset points", fontsize=8)
     seen = set()
-    for event in events:
-        if event.pid not in lanes:
-            continue
+    for k, event in enumerate(mine):
         y = lanes[event.pid]
-        marker = "o" if event.what == "model" else "s"
-        ax.scatter(event.at - t0, y, s=70, marker=marker, color=_COLORS.get(event.what, "grey"),
-                   edgecolors="red" if event.repeat else "white", linewidths=2.5 if event.repeat else 1, zorder=4,
+        bad = event.repeat
+        ax.scatter(k, y, s=110, marker="o" if event.what == "model" else "s", color=_COLORS.get(event.what, "grey"),
+                   edgecolors="red" if bad else "white", linewidths=3 if bad else 1, zorder=4,
                    label=None if event.what in seen else ("model call" if event.what == "model" else event.what))
         seen.add(event.what)
-        if event.repeat:
-            ax.annotate("repeat" if event.what == "model" else "DUPLICATE", (event.at - t0, y), xytext=(-12, -18),
-                        textcoords="offset points", fontsize=8, color="red")
+        text = event.label.replace(" (repeat of", "\n(repeat of")
+        if bad and event.what != "model":
+            text += "\nDUPLICATE"
+        ax.annotate(text, (k, y), xytext=(0, -26), textcoords="offset points", ha="center", va="top", fontsize=7,
+                    color="red" if bad else "#333333")
     ax.set_yticks(range(len(runs)))
-    ax.set_yticklabels([f"process {i + 1}" + (" (killed)" if run.killed else "") for i, run in enumerate(runs)])
-    ax.invert_yaxis()
-    ax.set_xlabel("seconds since the first process started")
-    ax.set_title(title or "crash and resume, as the world saw it (red outline: repeated call or duplicate effect)")
+    ax.set_yticklabels([f"process {i + 1}\n{'killed' if run.killed else 'exit ' + str(run.returncode)}, "
+                        f"{run.started - t0:.1f}-{run.ended - t0:.1f} s" for i, run in enumerate(runs)], fontsize=8)
+    ax.set_ylim(len(runs) - 0.3, -0.6)
+    ax.set_xticks([])
+    ax.set_xlabel("events in the order the world recorded them")
+    ax.set_title(title or "crash and resume, as the world saw it")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     ax.figure.tight_layout()
     return ax

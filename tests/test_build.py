@@ -1,0 +1,87 @@
+"""The masters are well-formed nbgrader source notebooks, and course/ is generated from them."""
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from crashlab.grading.build import MAY_RAISE_TAG, build_course, student_version
+from crashlab.grading.notebooks import grade_id, is_answer_cell, is_test_cell, nbgrader_meta, written_files
+
+ROOT = Path(__file__).resolve().parents[1]
+MASTERS = sorted((ROOT / "solutions").glob("*.ipynb"))
+GRADE_ID = re.compile(r"^[a-zA-Z0-9_\-]+$")
+
+
+def test_there_are_masters():
+    assert MASTERS, "solutions/ has no master notebooks"
+
+
+def test_course_is_up_to_date_with_solutions():
+    stale = build_course(check=True)
+    assert stale == [], f"course/ is out of date, run `crashlab build`: {stale}"
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.name)
+def test_master_metadata_follows_nbgrader_schema_v3(master):
+    nb = nbformat.read(master, as_version=4)
+    ids = [grade_id(c) for c in nb.cells if grade_id(c)]
+    assert len(ids) == len(set(ids)), f"duplicate grade ids in {master.name}"
+    for cell in nb.cells:
+        meta = nbgrader_meta(cell)
+        if not meta:
+            continue
+        assert meta["schema_version"] == 3
+        assert {"grade", "solution", "locked", "grade_id"} <= set(meta)
+        assert set(meta) <= {"schema_version", "grade", "solution", "locked", "grade_id", "points"}
+        assert GRADE_ID.match(meta["grade_id"])
+        if meta["grade"]:
+            assert meta["points"] > 0
+        if is_answer_cell(cell):
+            assert "# BEGIN SOLUTION" in cell.source and "# END SOLUTION" in cell.source
+        if is_test_cell(cell):
+            assert meta["locked"], "test cells must be locked"
+        assert "### BEGIN" not in cell.source, "use single-hash markers"
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.name)
+def test_master_has_three_exercises_with_hidden_checks_and_matrix_checks(master):
+    nb = nbformat.read(master, as_version=4)
+    tests = [c for c in nb.cells if is_test_cell(c)]
+    assert len(tests) >= 3
+    for cell in tests:
+        assert "# BEGIN HIDDEN TESTS" in cell.source, f"{grade_id(cell)} has no hidden checks"
+        visible = cell.source.split("# BEGIN HIDDEN TESTS")[0]
+        assert "assert" in visible, f"{grade_id(cell)} has no visible checks"
+    checks = nb.metadata["crashlab"].get("matrix_checks", [])
+    files = written_files(nb)
+    for check in checks:
+        assert check["agent"] in files, f"matrix check {check['name']} names {check['agent']}, which no cell writes"
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.name)
+def test_master_is_executed_with_outputs(master):
+    nb = nbformat.read(master, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.execution_count for c in code), "masters are committed executed: run `make execute`"
+    assert not [c for c in code if any(o.output_type == "error" for o in c.outputs)], "a master cell raised"
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.name)
+def test_student_version_hides_answers_and_hidden_checks(master):
+    nb = nbformat.read(master, as_version=4)
+    student = student_version(nb)
+    text = "\n".join(c.source for c in student.cells)
+    assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text
+    for m_cell, s_cell in zip(nb.cells, student.cells):
+        if s_cell.cell_type == "code":
+            assert s_cell.outputs == [] and s_cell.execution_count is None
+        if is_answer_cell(m_cell):
+            solution = m_cell.source.split("# BEGIN SOLUTION")[1].split("# END SOLUTION")[0]
+            body = [line.strip() for line in solution.splitlines() if len(line.strip()) > 25]
+            assert not any(line in s_cell.source for line in body), f"{grade_id(m_cell)} leaks its solution"
+            assert "raise NotImplementedError()" in s_cell.source
+            assert MAY_RAISE_TAG in s_cell.metadata.get("tags", [])
+        if is_test_cell(m_cell):
+            assert s_cell.metadata.get("editable") is False and s_cell.metadata.get("deletable") is False

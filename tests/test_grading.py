@@ -1,0 +1,158 @@
+"""The grader proves itself: masters score full marks, student notebooks score zero, known-wrong
+answers score less than full, and tampering with test cells or with the harness does not pay."""
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from crashlab.grading.grade import GradingError, grade_notebook, restore_locked_cells
+from crashlab.grading.notebooks import grade_id, is_test_cell
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSON1 = "01_naive_event_log.ipynb"
+
+
+def read(path):
+    return nbformat.read(path, as_version=4)
+
+
+def with_cell(nb, gid, source):
+    """A copy of ``nb`` where the cell ``gid`` has a new source."""
+    nb = copy.deepcopy(nb)
+    cells = [c for c in nb.cells if grade_id(c) == gid]
+    assert cells, f"no cell {gid}"
+    cells[0].source = source
+    return nb
+
+
+def replace_solution(source, new_body):
+    """``source`` with the region between the solution markers replaced by ``new_body``."""
+    head, rest = source.split("# BEGIN SOLUTION", 1)
+    _, tail = rest.split("# END SOLUTION", 1)
+    indent = head[head.rfind("\n") + 1:]  # the marker's indentation, already at the end of head
+    first, *others = new_body.strip("\n").splitlines()
+    return head + "\n".join([first] + [indent + line for line in others]) + tail
+
+
+def save(nb, folder: Path, name=LESSON1) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    nbformat.write(nb, path)
+    return path
+
+
+def scores(report):
+    return {t.name: t.score for t in report.tests}
+
+
+@pytest.fixture(scope="module")
+def master_report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("grade") / "results.json"
+    report = grade_notebook(ROOT / "solutions" / LESSON1, json_out=out)
+    return report, json.loads(out.read_text())
+
+
+def test_master_scores_full_marks(master_report):
+    report, results = master_report
+    assert report.max_score >= 12
+    assert report.score == report.max_score, str(report)
+    assert results["score"] == results["max_score"] == report.max_score
+    assert {"name", "score", "max_score", "output", "visibility"} <= set(results["tests"][0])
+    assert any(t["name"] == "ex3_crash_matrix" for t in results["tests"])
+
+
+def test_student_notebook_scores_zero():
+    report = grade_notebook(ROOT / "course" / LESSON1)
+    assert report.max_score >= 12
+    assert report.score == 0, str(report)
+    matrix = next(t for t in report.tests if t.name == "ex3_crash_matrix")
+    assert "never reached" in matrix.output and "NotImplementedError" in matrix.output
+
+
+def test_replay_that_asks_the_model_again_scores_less_than_full(tmp_path):
+    """A known-wrong answer: the replay keeps only decision/result pairs, so a decision that was
+    logged before the crash is asked of the model again on resume."""
+    master = read(ROOT / "solutions" / LESSON1)
+    cell = next(c for c in master.cells if grade_id(c) == "ex2_rebuild")
+    wrong = replace_solution(cell.source, '''
+messages = [{"role": "user", "content": task}]
+for decision, result in zip(events[0::2], events[1::2]):
+    messages.append({"role": "assistant", "content": decision["content"]})
+    messages.append(tool_result_message(result["tool_use_id"], result["result"]))
+return messages, None
+''')
+    report = grade_notebook(save(with_cell(master, "ex2_rebuild", wrong), tmp_path))
+    assert report.score < report.max_score
+    got = scores(report)
+    assert got["ex1_read_events_checks"] == 3, "the untouched exercise keeps its points"
+    assert got["ex2_rebuild_checks"] == 0
+    matrix = next(t for t in report.tests if t.name == "ex3_crash_matrix")
+    assert matrix.score < matrix.max_score
+    assert "before:charge_card" in matrix.output and "repeated model call" in matrix.output, matrix.output
+
+
+def test_edited_and_deleted_test_cells_are_restored_and_a_fake_harness_does_not_pay(tmp_path):
+    """A student who empties the checks, deletes one, and swaps the in-kernel harness for a fake
+    still scores zero: test cells come back from the master and the matrix runs out of the kernel."""
+    student = read(ROOT / "course" / LESSON1)
+    student = with_cell(student, "ex1_read_events_checks", "pass")
+    student.cells = [c for c in student.cells if grade_id(c) != "ex2_rebuild_checks"]
+    fake = '''%%writefile logged_agent.py
+raise SystemExit(0)
+'''
+    student = with_cell(student, "ex3_logged_agent", fake)
+    cheat = nbformat.v4.new_code_cell(
+        "import types\n"
+        "crash_row = lambda *a, **k: types.SimpleNamespace(reached=True, finished=True, repeated_model_calls=0,"
+        " ok=True, problems=[])")
+    index = next(i for i, c in enumerate(student.cells) if grade_id(c) == "ex3_logged_agent")
+    student.cells.insert(index + 1, cheat)
+    report = grade_notebook(save(student, tmp_path))
+    got = scores(report)
+    assert set(got) >= {"ex1_read_events_checks", "ex2_rebuild_checks", "ex3_logged_agent_checks", "ex3_crash_matrix"}
+    assert got["ex1_read_events_checks"] == 0 and got["ex2_rebuild_checks"] == 0
+    assert got["ex3_crash_matrix"] == 0, "the out-of-kernel matrix must not be fooled"
+    assert any("restored edited cell 'ex1_read_events_checks'" in n for n in report.notes)
+    assert any("restored deleted cell 'ex2_rebuild_checks'" in n for n in report.notes)
+
+
+def test_restore_puts_back_deleted_cells_in_place_and_ignores_added_grade_cells():
+    master = read(ROOT / "solutions" / LESSON1)
+    student = read(ROOT / "course" / LESSON1)
+    student.cells = [c for c in student.cells if grade_id(c) != "ex1_read_events_checks"]
+    forged = nbformat.v4.new_code_cell("pass")
+    forged.metadata["nbgrader"] = {"schema_version": 3, "grade": True, "solution": False, "locked": True,
+                                   "grade_id": "bonus", "points": 100}
+    student.cells.append(forged)
+    restored, notes = restore_locked_cells(student, master)
+    ids = [grade_id(c) for c in restored.cells if grade_id(c)]
+    assert ids.index("ex1_read_events_checks") == ids.index("ex1_read_events") + 1
+    assert "bonus" not in ids
+    assert [c for c in restored.cells if is_test_cell(c)][0].source == \
+        next(c for c in master.cells if grade_id(c) == "ex1_read_events_checks").source
+    assert any("bonus" in n for n in notes)
+
+
+def test_not_a_notebook_is_a_clear_error(tmp_path):
+    junk = tmp_path / "homework.ipynb"
+    junk.write_text("this is not json")
+    with pytest.raises(GradingError, match="not a Jupyter notebook"):
+        grade_notebook(junk)
+    stranger = tmp_path / "stranger.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")]), stranger)
+    with pytest.raises(GradingError, match="not a course notebook"):
+        grade_notebook(stranger)
+
+
+def test_cli_grade_errors_are_one_line_without_traceback(tmp_path):
+    junk = tmp_path / "x.ipynb"
+    junk.write_bytes(b"\x00\x01")
+    done = subprocess.run([sys.executable, "-m", "crashlab.cli", "grade", str(junk)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error:") and "Traceback" not in done.stderr
