@@ -61,7 +61,20 @@ class MalformedToolCall(AgentError):
 
 
 class ToolCallFailed(AgentError):
-    """A service answered with an error, or never answered at all."""
+    """A service answered with an error, or never answered at all (``status`` is then None).
+
+    ``retryable`` is true when sending the same request again with the same idempotency key is the
+    right move: no reply at all (a lost acknowledgement), 409 (the first attempt is still in
+    flight) or a 5xx. A 400 -- such as a key reused with other parameters -- is never retryable.
+    """
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def retryable(self) -> bool:
+        return self.status is None or self.status == 409 or self.status >= 500
 
 
 # --- the model -------------------------------------------------------------------------------------
@@ -195,7 +208,7 @@ def call_tool(name: str, args: dict, *, idempotency_key: str | None = None) -> d
             detail = f"{error['type']}: {error['message']}"
         except (ValueError, KeyError, TypeError):
             detail = reply.text[:200]
-        raise ToolCallFailed(f"{name}: the service answered {reply.status_code} ({detail})")
+        raise ToolCallFailed(f"{name}: the service answered {reply.status_code} ({detail})", reply.status_code)
     failpoints.reach("after", name)
     result = reply.json()
     if reply.headers.get("Idempotent-Replayed") == "true":

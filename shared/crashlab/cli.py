@@ -66,12 +66,15 @@ def _audit(args) -> int:
 
 
 def _crash_test(args) -> int:
-    from crashlab.harness import crash_test
+    from crashlab.harness import crash_test, double_crash_pairs
     from crashlab.world import WorldError
 
     try:
         matrix = crash_test(args.agent, args.points, args.order, expect=args.expect, jobs=args.jobs,
-                            timeout=args.timeout, progress=not args.quiet)
+                            timeout=args.timeout, progress=not args.quiet, resumers=args.resumers,
+                            double=double_crash_pairs(args.double) if args.double else None,
+                            faults=[(f"lost_ack:{tool}", 1, None) for tool in args.lost_ack] or None,
+                            launcher=args.launcher, preload=tuple(args.preload))
     except (FileNotFoundError, ValueError, WorldError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -156,6 +159,15 @@ def build_parser() -> argparse.ArgumentParser:
     crash.add_argument("--expect", default="durable", choices=["durable", "no-repeats", "observe"])
     crash.add_argument("--jobs", type=int, default=2, help="rows run at once (default %(default)s)")
     crash.add_argument("--timeout", type=float, default=60, help="seconds before a run counts as hung")
+    crash.add_argument("--resumers", type=int, default=1, help="resume processes started at once after a crash")
+    crash.add_argument("--double", type=int, default=0, metavar="N",
+                       help="also N sampled double crashes (a second crash during the resume)")
+    crash.add_argument("--lost-ack", action="append", default=[], metavar="TOOL",
+                       help="the service commits TOOL's first call and drops the reply (repeatable)")
+    crash.add_argument("--launcher", choices=["warm", "exec"], default="warm",
+                       help="warm: fork each process from a pre-warmed interpreter; exec: a new interpreter each time")
+    crash.add_argument("--preload", action="append", default=[], metavar="MODULE",
+                       help="extra modules the warm launcher imports before forking (repeatable)")
     crash.add_argument("--json", help="also write the matrix as JSON to this file")
     crash.add_argument("--quiet", action="store_true", help="no progress bar")
     crash.set_defaults(func=_crash_test)

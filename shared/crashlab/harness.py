@@ -22,6 +22,7 @@ from pathlib import Path
 
 from crashlab.audit import Audit, Event
 from crashlab.failpoints import ENV_CRASH_MARKER
+from crashlab.launcher import WarmLauncher
 from crashlab.order import ORDER_ID, default_points
 from crashlab.world import World
 
@@ -88,23 +89,62 @@ class Row:
 
 
 def run_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, crash_at: str | None = None,
-              timeout: float = 60.0, marker: Path | None = None, extra_env: dict | None = None) -> ProcessRun:
-    """Run ``python AGENT --order ORDER_ID`` once as a new process, in the agent file's directory."""
+              timeout: float = 60.0, marker: Path | None = None, extra_env: dict | None = None,
+              launcher: WarmLauncher | None = None) -> ProcessRun:
+    """Run ``python AGENT --order ORDER_ID`` once as a new process, in the agent file's directory.
+
+    With a :class:`~crashlab.launcher.WarmLauncher` the process is forked from a warm interpreter
+    instead of starting a new one; either way it is a new process that is killed for real.
+    """
+    return start_agent(agent, world, order_id, crash_at=crash_at, marker=marker, extra_env=extra_env,
+                       launcher=launcher).finish(timeout)
+
+
+class _Running:
+    """An agent process that has been started and not yet waited for."""
+
+    def __init__(self, process, started: float, output_dir: Path | None):
+        self.process, self.started, self.output_dir = process, started, output_dir
+
+    def finish(self, timeout: float) -> ProcessRun:
+        timed_out = False
+        deadline = self.started + timeout
+        if isinstance(self.process, subprocess.Popen):
+            try:
+                stdout, stderr = self.process.communicate(timeout=max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                stdout, stderr = self.process.communicate()
+                timed_out = True
+        else:
+            try:
+                self.process.wait(max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(30)
+                timed_out = True
+            stdout, stderr = self.process.output()
+            shutil.rmtree(self.output_dir, ignore_errors=True)
+        return ProcessRun(self.process.pid, self.process.returncode, self.started, time.time(), stdout, stderr,
+                          timed_out)
+
+
+def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, crash_at: str | None = None,
+                marker: Path | None = None, extra_env: dict | None = None,
+                launcher: WarmLauncher | None = None) -> _Running:
     agent = Path(agent).resolve()
     env = world.env(crash_at=crash_at, **(extra_env or {}))
     if marker is not None:
         env[ENV_CRASH_MARKER] = str(marker)
     started = time.time()
-    process = subprocess.Popen([sys.executable, str(agent), "--order", order_id], cwd=agent.parent, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-    timed_out = False
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        stdout, stderr = process.communicate()
-        timed_out = True
-    return ProcessRun(process.pid, process.returncode, started, time.time(), stdout, stderr, timed_out)
+    if launcher is None:
+        process = subprocess.Popen([sys.executable, str(agent), "--order", order_id], cwd=agent.parent, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+        return _Running(process, started, None)
+    output_dir = Path(tempfile.mkdtemp(prefix="agent-output-"))
+    process = launcher.spawn([str(agent), "--order", order_id], agent.parent, env, output_dir / "stdout",
+                             output_dir / "stderr")
+    return _Running(process, started, output_dir)
 
 
 def judge(point: str, audit: Audit, reached: bool, last: ProcessRun | None, expect: str) -> list[str]:
@@ -132,40 +172,76 @@ def judge(point: str, audit: Audit, reached: bool, last: ProcessRun | None, expe
 
 
 def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect: str = "durable",
-              workdir: Path | None = None, timeout: float = 60.0, keep: bool = False) -> Row:
-    """One row of the matrix: a fresh world, a crash at ``point`` (or none for the baseline), a resume."""
+              workdir: Path | None = None, timeout: float = 60.0, keep: bool = False, resumers: int = 1,
+              then_crash_at: str | None = None, faults: list[tuple] | None = None, extra_env: dict | None = None,
+              launcher: WarmLauncher | None = None) -> Row:
+    """One row of the matrix: a fresh world, a crash at ``point`` (or none for the baseline), a resume.
+
+    - ``resumers``: how many resume processes start at once after the crash (they race);
+    - ``then_crash_at``: a second crash point for the first resume (a double crash), then a clean resume;
+    - ``faults``: ``(name, times, arg)`` faults armed in the world first, e.g. ``("lost_ack:charge_card", 1, None)``.
+    """
     base = Path(tempfile.mkdtemp(prefix="row-", dir=workdir))
     world = World.start(base / "world")
+    label = point if then_crash_at is None else f"{point} + {then_crash_at}"
     try:
-        marker = base / "crash.marker"
+        for name, times, arg in faults or []:
+            world.inject(name, times, arg)
         runs: list[ProcessRun] = []
         problems: list[str] = []
         reached = True
-        if point != BASELINE:
-            first = run_agent(agent, world, order_id, crash_at=point, timeout=timeout, marker=marker)
-            runs.append(first)
-            reached = first.killed and marker.exists() and marker.read_text().strip() == point
-            if not reached:
-                if first.timed_out:
+        crashes = [p for p in (point, then_crash_at) if p and p != BASELINE]
+        for number, crash_point in enumerate(crashes):
+            marker = base / f"crash-{number}.marker"
+            run = run_agent(agent, world, order_id, crash_at=crash_point, timeout=timeout, marker=marker,
+                            extra_env=extra_env, launcher=launcher)
+            runs.append(run)
+            if not (run.killed and marker.exists() and marker.read_text().strip() == crash_point):
+                reached = False
+                if run.timed_out:
                     why = "the agent hung before reaching it"
-                elif first.returncode == 0:
+                elif run.returncode == 0:
                     why = "the agent finished without passing through it"
                 else:
-                    why = f"the agent failed first: {first.last_error_line()}"
-                problems.append(f"{point}: crash point never reached ({why})")
+                    why = f"the agent failed first: {run.last_error_line()}"
+                which = "crash point" if number == 0 else "second crash point (during the resume)"
+                problems.append(f"{crash_point}: {which} never reached ({why})")
+                break
         recovery = None
+        last = runs[-1] if runs else None
         if reached:
-            resume = run_agent(agent, world, order_id, timeout=timeout)
-            runs.append(resume)
-            recovery = resume.seconds
+            count = 1 if point == BASELINE else max(1, resumers)  # the baseline is one clean run
+            started = [start_agent(agent, world, order_id, extra_env=extra_env, launcher=launcher)
+                       for _ in range(count)]
+            resumes = [r.finish(timeout) for r in started]
+            runs += resumes
+            finished_ok = [r for r in resumes if r.returncode == 0]
+            last = finished_ok[0] if finished_ok else resumes[0]
+            recovery = max(r.ended for r in resumes) - min(r.started for r in resumes)
         audit = world.audit(order_id)
-        problems += judge(point, audit, reached, runs[-1] if runs else None, expect)
-        return Row(point, reached, audit.counts, audit.duplicates, audit.model_calls, audit.repeated_model_calls,
-                   audit.finished and (not runs or runs[-1].returncode == 0), recovery, problems, runs, audit.events)
+        problems += judge(label, audit, reached, last, expect)
+        return Row(label, reached, audit.counts, audit.duplicates, audit.model_calls, audit.repeated_model_calls,
+                   audit.finished and (last is None or last.returncode == 0), recovery, problems, runs, audit.events)
     finally:
         world.stop()
         if not keep:
             shutil.rmtree(base, ignore_errors=True)
+
+
+def double_crash_pairs(sample: int | None = 6) -> list[tuple[str, str]]:
+    """Pairs (first crash, crash during the resume) that a correct resume always reaches: the second
+    point is at a tool that comes after the first point's step, so no durable record can skip it."""
+    from crashlab.order import TOOL_ORDER
+
+    pairs = []
+    for i, first_tool in enumerate(TOOL_ORDER):
+        for later in TOOL_ORDER[i + 1:]:
+            for first in (f"after:model#{i + 1}", f"before:{first_tool}", f"after:{first_tool}"):
+                pairs.append((first, f"after:{later}"))
+    if sample is not None and sample < len(pairs):
+        step = len(pairs) / sample
+        pairs = [pairs[int(k * step)] for k in range(sample)]
+    return pairs
 
 
 def resolve_points(points: str | list[str]) -> list[str]:
@@ -185,6 +261,8 @@ class Matrix:
     expect: str
     rows: list[Row]
     seconds: float
+    resumers: int = 1
+    launcher: str = "warm"
 
     @property
     def ok(self) -> bool:
@@ -197,7 +275,8 @@ class Matrix:
         return next(r for r in self.rows if r.point == point)
 
     def as_dict(self) -> dict:
-        return {"agent": self.agent, "order_id": self.order_id, "expect": self.expect,
+        return {"agent": self.agent, "order_id": self.order_id, "expect": self.expect, "resumers": self.resumers,
+                "launcher": self.launcher,
                 "expectation": EXPECTATIONS[self.expect], "ok": self.ok, "seconds": round(self.seconds, 2),
                 "rows": [row.as_dict() for row in self.rows]}
 
@@ -221,6 +300,8 @@ class Matrix:
 
     def __str__(self) -> str:
         title = f"{Path(self.agent).name} on {self.order_id} -- expected: {EXPECTATIONS[self.expect]}"
+        if self.resumers > 1:
+            title += f"\n({self.resumers} resume processes started at once after each crash)"
         text = f"{title}\n{self.table()}"
         if self.problems():
             text += "\n\n" + "\n".join(f"- {p}" for p in self.problems())
@@ -233,38 +314,56 @@ class Matrix:
 
 
 def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str = ORDER_ID, *,
-               expect: str = "durable", baseline: bool = True, jobs: int = 1, timeout: float = 60.0,
-               progress: bool = True, workdir: str | Path | None = None) -> Matrix:
-    """Run the crash matrix: one row per crash point (plus a clean baseline run)."""
+               expect: str = "durable", baseline: bool = True, jobs: int = 2, timeout: float = 60.0,
+               progress: bool = True, workdir: str | Path | None = None, resumers: int = 1,
+               double: list[tuple[str, str]] | None = None, faults: list[tuple] | None = None,
+               extra_env: dict | None = None, launcher: str = "warm",
+               preload: tuple[str, ...] = ()) -> Matrix:
+    """Run the crash matrix: one row per crash point (plus a clean baseline run).
+
+    ``double`` adds rows with a second crash during the resume (see :func:`double_crash_pairs`);
+    ``resumers`` starts that many resume processes at once; ``faults`` are armed in every row's world;
+    ``launcher`` is ``"warm"`` (fork from a warm interpreter, with ``preload`` imported) or ``"exec"``.
+    """
     agent = Path(agent)
     if not agent.is_file():
         raise FileNotFoundError(f"no agent file at {agent}")
     if expect not in EXPECTATIONS:
         raise ValueError(f"expect must be one of {sorted(EXPECTATIONS)}")
-    todo = ([BASELINE] if baseline else []) + resolve_points(points)
+    if launcher not in ("warm", "exec"):
+        raise ValueError("launcher must be 'warm' or 'exec'")
+    todo: list[tuple[str, str | None]] = [(BASELINE, None)] if baseline else []
+    todo += [(p, None) for p in resolve_points(points)]
+    for first, second in double or []:
+        resolve_points([first, second])
+        todo.append((first, second))
     started = time.time()
     own_dir = workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="crashlab-matrix-")) if own_dir else Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
+    warm = WarmLauncher(preload) if launcher == "warm" else None
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = [pool.submit(crash_row, agent, p, order_id, expect=expect, workdir=workdir, timeout=timeout)
-                       for p in todo]
+            futures = [pool.submit(crash_row, agent, p, order_id, expect=expect, workdir=workdir, timeout=timeout,
+                                   resumers=resumers, then_crash_at=second, faults=faults, extra_env=extra_env,
+                                   launcher=warm) for p, second in todo]
             if progress:
                 from tqdm import tqdm
 
-                for _ in tqdm(futures, desc=f"crash matrix: {agent.name}", unit="point", file=sys.stderr,
-                              dynamic_ncols=True):
-                    _.result()
+                for future in tqdm(futures, desc=f"crash matrix: {agent.name}", unit="point", file=sys.stderr,
+                                   dynamic_ncols=True):
+                    future.result()
             rows = [f.result() for f in futures]
     finally:
+        if warm is not None:
+            warm.close()
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)
-    return Matrix(str(agent), order_id, expect, rows, time.time() - started)
+    return Matrix(str(agent), order_id, expect, rows, time.time() - started, resumers=resumers, launcher=launcher)
 
 
 def default_jobs() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-__all__ = ["crash_test", "crash_row", "run_agent", "Matrix", "Row", "ProcessRun", "EXPECTATIONS", "BASELINE"]
+__all__ = ["crash_test", "crash_row", "run_agent", "start_agent", "double_crash_pairs", "Matrix", "Row", "ProcessRun", "EXPECTATIONS", "BASELINE"]

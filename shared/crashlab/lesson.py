@@ -20,6 +20,8 @@ def fresh_world(name: str, root: str | os.PathLike = ".crashlab") -> World:
     stop_worlds()
     world = World.start(Path(root) / name)
     _worlds.append(world)
+    # The notebook's own process talks to this world too (call_tool from a cell, for instance).
+    os.environ.update({key: value for key, value in world.env().items() if key.startswith("CRASHLAB_")})
     return world
 
 

@@ -256,7 +256,11 @@ def score_matrix_check(check: dict, workdir: Path) -> TestResult:
                                                 f"to crash-test", "matrix")
     matrix = crash_test(agent, check.get("crash_points", "all"), expect=check.get("expect", "durable"),
                         jobs=int(check.get("jobs", 2)), progress=False, timeout=float(check.get("timeout", 60)),
-                        workdir=workdir / ".crashlab" / "grading")
+                        workdir=workdir / ".crashlab" / "grading", resumers=int(check.get("resumers", 1)),
+                        double=[tuple(pair) for pair in check.get("double", [])] or None,
+                        faults=[tuple(f) for f in check.get("faults", [])] or None,
+                        launcher=check.get("launcher", "warm"), preload=tuple(check.get("preload", ())),
+                        extra_env=check.get("env"))
     ok_rows = sum(row.ok for row in matrix.rows)
     score = round(max_score * ok_rows / len(matrix.rows), 2)
     output = (f"{ok_rows}/{len(matrix.rows)} crash points clean (expected: {matrix.as_dict()['expectation']})")

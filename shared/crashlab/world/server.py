@@ -95,7 +95,7 @@ class WorldHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _error(self, status: int, kind: str, message: str) -> None:
-        self._send(status, {"type": "error", "error": {"type": kind, "message": message}})
+        self._send(status, _error_body(kind, message))
 
     def _body(self):
         length = int(self.headers.get("Content-Length") or 0)
@@ -198,7 +198,11 @@ class WorldHandler(BaseHTTPRequestHandler):
                                  (key, params_hash, time.time()))
                 conn.execute("COMMIT")
                 if row is not None:
-                    self._replay(row, params_hash, key)
+                    status, body, headers = self._replay(row, params_hash, key)
+                    if status == 200 and faults.take(f"lost_ack:{tool}") is not None:
+                        self.close_connection = True  # the replayed reply is lost too
+                        return
+                    self._send(status, body, headers)
                     return
             delay = faults.take(f"latency:{tool}")
             if delay:
@@ -222,19 +226,23 @@ class WorldHandler(BaseHTTPRequestHandler):
             return
         self._send(200, response)
 
-    def _replay(self, row: sqlite3.Row, params_hash: str, key: str) -> None:
+    @staticmethod
+    def _replay(row: sqlite3.Row, params_hash: str, key: str) -> tuple[int, dict, dict]:
+        """The answer to a request whose key was seen before: (status, body, headers)."""
         if row["params_hash"] != params_hash:
-            self._error(400, "idempotency_error",
-                        f"Idempotency-Key {key!r} was first used with other parameters; "
-                        "a key can only be reused for the identical request.")
-        elif row["state"] == "in_flight":
-            self._error(409, "idempotency_key_in_use",
-                        f"a request with Idempotency-Key {key!r} is still being processed; retry later.")
-        else:
-            self._send(row["status"], json.loads(row["response"]), {"Idempotent-Replayed": "true"})
+            return 400, _error_body("idempotency_error", f"Idempotency-Key {key!r} was first used with other "
+                                    "parameters; a key can only be reused for the identical request."), {}
+        if row["state"] == "in_flight":
+            return 409, _error_body("idempotency_key_in_use", f"a request with Idempotency-Key {key!r} is still "
+                                    "being processed; retry later."), {}
+        return row["status"], json.loads(row["response"]), {"Idempotent-Replayed": "true"}
 
 
 _BAD_JSON = object()
+
+
+def _error_body(kind: str, message: str) -> dict:
+    return {"type": "error", "error": {"type": kind, "message": message}}
 
 
 def _check_params(params, required: dict) -> str | None:

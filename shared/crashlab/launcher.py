@@ -1,0 +1,250 @@
+"""Start agent processes: a fresh interpreter each time, or forked from a warm one.
+
+Every agent run is a new OS process with its own pid, killed for real with SIGKILL. What differs is
+how it starts:
+
+- ``exec``: ``python AGENT.py --order ID``, a brand-new interpreter. Honest to the last byte, but
+  each start pays for importing the ``anthropic`` SDK (about 1.7 s of building pydantic models).
+- ``warm``: a launcher process imports the heavy libraries once and then forks one child per run;
+  the child sets its own environment, working directory and ``sys.argv`` and runs the agent file as
+  ``__main__``. The launcher never runs agent code itself, so every child starts clean: no agent
+  module, no log and no counter carries over from an earlier run. A start costs about 0.05 s.
+
+Both launchers give the same crash matrix (the test suite checks it on real agents); ``warm`` makes
+whole matrices fast enough to run inside a lesson.
+
+The launcher's own protocol is JSON lines over two pipes, single-threaded, so forking is safe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+DEFAULT_PRELOAD = ("anthropic", "httpx", "crashlab.agent")
+
+
+class LauncherError(RuntimeError):
+    pass
+
+
+class WarmProcess:
+    """A child of the warm launcher, with the parts of ``subprocess.Popen`` the harness uses."""
+
+    def __init__(self, launcher: "WarmLauncher", pid: int, stdout: Path, stderr: Path):
+        self._launcher = launcher
+        self.pid = pid
+        self.returncode: int | None = None
+        self._stdout, self._stderr = stdout, stderr
+
+    def wait(self, timeout: float | None = None) -> int:
+        self.returncode = self._launcher._wait_exit(self.pid, timeout)
+        return self.returncode
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def output(self) -> tuple[str, str]:
+        return (self._stdout.read_text(errors="replace") if self._stdout.exists() else "",
+                self._stderr.read_text(errors="replace") if self._stderr.exists() else "")
+
+
+class WarmLauncher:
+    """One warm interpreter that forks agent processes on request. Use as a context manager."""
+
+    def __init__(self, preload: tuple[str, ...] | list[str] = DEFAULT_PRELOAD, start_timeout: float = 60.0):
+        self.preload = tuple(dict.fromkeys((*DEFAULT_PRELOAD, *preload)))
+        req_read, self._req_write = os.pipe()
+        self._rep_read, rep_write = os.pipe()
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "crashlab.launcher", str(req_read), str(rep_write), *self.preload],
+            pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL, start_new_session=True)
+        os.close(req_read)
+        os.close(rep_write)
+        self._lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._replies: dict[str, dict] = {}
+        self._exits: dict[int, int] = {}
+        self._closed = False
+        self._reader = threading.Thread(target=self._read_replies, daemon=True)
+        self._reader.start()
+        ready = self._await(lambda: self._replies.pop("ready", None), start_timeout)
+        if ready is None or not ready.get("ok"):
+            error = (ready or {}).get("error", "no answer")
+            self.close()
+            raise LauncherError(f"the warm launcher did not start ({error})")
+
+    def _read_replies(self) -> None:
+        with os.fdopen(self._rep_read, "r") as replies:
+            for line in replies:
+                message = json.loads(line)
+                with self._cond:
+                    if "exited" in message:
+                        self._exits[message["exited"]] = message["code"]
+                    else:
+                        self._replies[message["id"]] = message
+                    self._cond.notify_all()
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def _await(self, take, timeout: float | None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                value = take()
+                if value is not None or self._closed:
+                    return value
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return None
+                self._cond.wait(remaining)
+
+    def spawn(self, argv: list[str], cwd: str | Path, env: dict[str, str], stdout: Path, stderr: Path) -> WarmProcess:
+        request_id = f"r{time.monotonic_ns()}-{threading.get_ident()}"
+        request = {"id": request_id, "argv": [str(a) for a in argv], "cwd": str(cwd), "env": env,
+                   "stdout": str(stdout), "stderr": str(stderr)}
+        with self._lock:
+            os.write(self._req_write, (json.dumps(request) + "\n").encode())
+        reply = self._await(lambda: self._replies.pop(request_id, None), 30)
+        if reply is None or "pid" not in reply:
+            raise LauncherError(f"the warm launcher did not start the agent ({(reply or {}).get('error', 'no answer')})")
+        return WarmProcess(self, reply["pid"], Path(stdout), Path(stderr))
+
+    def _wait_exit(self, pid: int, timeout: float | None) -> int:
+        code = self._await(lambda: self._exits.pop(pid, None), timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(str(pid), timeout or 0)
+        return code
+
+    def close(self) -> None:
+        try:
+            os.close(self._req_write)  # EOF: the launcher kills what is left of its children and exits
+        except OSError:
+            pass
+        try:
+            self._process.wait(10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+
+    def __enter__(self) -> "WarmLauncher":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# --- the launcher process ---------------------------------------------------------------------------------
+def _run_child(request: dict) -> None:
+    """In the forked child: become the agent process, run the file as __main__, exit. Never returns."""
+    code = 1
+    try:
+        os.setpgid(0, 0)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+            target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(target, fd)
+            os.close(target)
+        import io
+
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        script = os.path.abspath(request["argv"][0])
+        sys.argv = [script, *request["argv"][1:]]
+        sys.path[0] = os.path.dirname(script)
+        import runpy
+
+        runpy.run_path(script, run_name="__main__")
+        code = 0
+    except SystemExit as exc:
+        if exc.code is None:
+            code = 0
+        elif isinstance(exc.code, int):
+            code = exc.code
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    except BaseException:  # the agent's own error: print it like an interpreter would
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def serve(req_fd: int, rep_fd: int, preload: list[str]) -> None:
+    import importlib
+
+    def send(message: dict) -> None:
+        os.write(rep_fd, (json.dumps(message) + "\n").encode())
+
+    try:
+        for name in preload:
+            importlib.import_module(name)
+    except Exception as exc:
+        send({"id": "ready", "ok": False, "error": f"cannot import {name}: {exc}"})
+        return
+    if threading.active_count() > 1:
+        send({"id": "ready", "ok": False, "error": f"preloading {preload} started threads; forking is unsafe"})
+        return
+    send({"id": "ready", "ok": True})
+    children: set[int] = set()
+    buffer = b""
+    while True:
+        readable, _, _ = select.select([req_fd], [], [], 0.01)
+        if readable:
+            data = os.read(req_fd, 1 << 16)
+            if not data:
+                break
+            buffer += data
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                request = json.loads(line)
+                pid = os.fork()
+                if pid == 0:
+                    os.close(req_fd)
+                    os.close(rep_fd)
+                    _run_child(request)
+                children.add(pid)
+                send({"id": request["id"], "pid": pid})
+        while children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            children.discard(pid)
+            send({"exited": pid, "code": os.waitstatus_to_exitcode(status)})
+    for pid in children:  # the harness went away: take the children with us
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:])

@@ -1,0 +1,82 @@
+"""The logged agent loop (lesson 1's answer) with the tool call left open, so later lessons plug in
+how a tool is executed -- with an idempotency key, a retry, a ledger -- without copying the loop.
+
+It also takes the order's lock, so that resume processes started at once take turns instead of
+racing: the first one finishes the order, the others find it finished in the log. The lock is an
+``flock`` on a file in the state directory, which the kernel releases when its holder dies, even by
+SIGKILL, so a crash never leaves a stale lock behind.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable
+
+from crashlab.agent import (MAX_TOKENS, MODEL, TOOLS, AgentError, content_to_dicts, first_tool_use, model_client,
+                            order_task, state_dir, tool_result_message)
+from crashlab.eventlog import append_event, read_events, rebuild
+
+# execute(order_id, step, call) -> result; ``step`` counts tool calls of this order from 1, and
+# ``call`` is the tool_use block: {"id", "name", "input"}.
+Executor = Callable[[str, int, dict], dict]
+
+
+class OrderLocked(AgentError):
+    pass
+
+
+@contextmanager
+def order_lock(path: Path, timeout: float = 60.0):
+    """Hold an exclusive lock on ``path`` (one writer per order). Waits up to ``timeout`` seconds."""
+    with open(path, "a+") as handle:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise OrderLocked(f"another process has held the lock {path} for {timeout:.0f} s") from None
+                time.sleep(0.02)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def run_logged_order(order_id: str, execute: Executor, *, max_turns: int = 10) -> str:
+    """Run or resume ``order_id``: decisions are logged before acting, results after. Returns the
+    model's final text."""
+    folder = state_dir()
+    log = folder / f"{order_id}.jsonl"
+    with order_lock(folder / f"{order_id}.lock"):
+        events = read_events(log)
+        if events and events[-1]["type"] == "final":
+            text = events[-1]["content"][0]["text"]
+            print(f"[done earlier] {text}")
+            return text
+        messages, pending = rebuild(order_task(order_id), events)
+        step = sum(1 for e in events if e["type"] == "decision")
+        if events:
+            print(f"[resume] rebuilt {len(events)} event(s) from the log without asking the model")
+        client = model_client()
+        for _ in range(max_turns):
+            if pending is None:
+                reply = client.messages.create(model=MODEL, max_tokens=MAX_TOKENS, tools=TOOLS, messages=messages)
+                content = content_to_dicts(reply.content)
+                if reply.stop_reason != "tool_use":
+                    append_event(log, {"type": "final", "content": content})
+                    print(f"[done] {content[0]['text']}")
+                    return content[0]["text"]
+                append_event(log, {"type": "decision", "content": content})
+                messages.append({"role": "assistant", "content": content})
+                pending = first_tool_use(content)
+                step += 1
+            result = execute(order_id, step, pending)
+            append_event(log, {"type": "result", "tool_use_id": pending["id"], "result": result})
+            messages.append(tool_result_message(pending["id"], result))
+            pending = None
+        raise AgentError(f"{order_id}: gave up after {max_turns} turns")
