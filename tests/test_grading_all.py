@@ -1,0 +1,24 @@
+"""Every master scores full marks and every generated student notebook scores zero."""
+
+from pathlib import Path
+
+import pytest
+
+from crashlab.grading.grade import grade_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+# Lesson 1 has its own, more detailed proofs in test_grading.py.
+MASTERS = sorted(p for p in (ROOT / "solutions").glob("*.ipynb") if not p.name.startswith("01_"))
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.stem)
+def test_master_scores_full_marks(master):
+    report = grade_notebook(master)
+    assert report.max_score > 0
+    assert report.score == report.max_score, str(report)
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.stem)
+def test_student_notebook_scores_zero(master):
+    report = grade_notebook(ROOT / "course" / master.name)
+    assert report.score == 0, str(report)
