@@ -115,6 +115,25 @@ def _grade(args) -> int:
     return 0
 
 
+def _result(args) -> int:
+    """Exit 0 when test NAME has full marks in a results file, 1 when not, 2 when it is missing."""
+    try:
+        results = json.loads(Path(args.results).read_text())
+        test = next(t for t in results["tests"] if t["name"] == args.test)
+    except (OSError, ValueError, KeyError, StopIteration):
+        print(f"error: no result for {args.test!r} in {args.results}", file=sys.stderr)
+        return 2
+    print(f"{test['name']}: {test['score']:g}/{test['max_score']:g}\n{test['output']}")
+    return 0 if test["score"] >= test["max_score"] else 1
+
+
+def _classroom(args) -> int:
+    from crashlab.grading.classroom import workflow
+
+    print(workflow(), end="")
+    return 0
+
+
 def _execute(args) -> int:
     from crashlab.grading.execute import execute_in_place
 
@@ -182,6 +201,14 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--timeout", type=int, default=300, help="seconds per cell (default %(default)s)")
     grade.add_argument("--keep", action="store_true", help="keep the scratch directory")
     grade.set_defaults(func=_grade)
+
+    result = sub.add_parser("result", help="exit 0 if one test has full marks in a results file (for CI graders)")
+    result.add_argument("results")
+    result.add_argument("--test", required=True)
+    result.set_defaults(func=_result)
+
+    classroom = sub.add_parser("classroom", help="print the GitHub Classroom workflow for the current masters")
+    classroom.set_defaults(func=_classroom)
 
     execute = sub.add_parser("execute", help="run master notebooks and save their outputs (authors)")
     execute.add_argument("notebooks", nargs="+")

@@ -27,14 +27,15 @@ def reference_agents(solutions: Path) -> list[tuple[Path, dict]]:
     return found
 
 
-def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None = None) -> int:
+def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None = None,
+             html_out: str | None = "crashlab-demo.html") -> int:
     solutions = solutions or repo_root() / "solutions"
     agents = reference_agents(solutions)
     if not agents:
         print(f"error: no reference agents found in {solutions}", file=sys.stderr)
         return 1
     started = time.time()
-    results, failed = [], False
+    results, failed, sections = [], False, []
     with tempfile.TemporaryDirectory(prefix="crashlab-demo-") as scratch:
         for master, spec in agents:
             folder = Path(scratch) / master.stem
@@ -42,12 +43,42 @@ def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None 
             for name, source in written_files(nbformat.read(master, as_version=4)).items():
                 (folder / name).write_text(source)
             print(f"\n== {master.stem}: {spec['title']} ==", flush=True)
-            matrix = crash_test(folder / spec["agent"], "all", expect=spec.get("expect", "durable"), jobs=jobs,
-                                workdir=folder / ".rows")
+            matrix = crash_test(folder / spec["agent"], spec.get("crash_points", "all"),
+                                expect=spec.get("expect", "durable"), jobs=jobs, workdir=folder / ".rows",
+                                resumers=int(spec.get("resumers", 1)), launcher=spec.get("launcher", "warm"),
+                                preload=tuple(spec.get("preload", ())), extra_env=spec.get("env"))
             print(matrix, flush=True)
             failed |= spec.get("expect") != "observe" and not matrix.ok
             results.append({"lesson": master.stem, "title": spec["title"], **matrix.as_dict()})
+            sections.append((f"{master.stem[:2]} {spec['title']}", matrix))
+    print("\n" + summary_table(sections))
+    if html_out:
+        from crashlab.report import write_report
+
+        print(f"wrote {write_report(html_out, sections, 'Durable agents: every lesson under the crash harness')}")
     print(f"\ndemo finished in {time.time() - started:.0f} s")
     if json_out:
         Path(json_out).write_text(json.dumps(results, indent=2) + "\n")
     return 1 if failed else 0
+
+
+def summary_table(sections) -> str:
+    """One table, crash points down and agents across: duplicates / repeated model calls / finished."""
+    points = []
+    for _, matrix in sections:
+        points += [row.point for row in matrix.rows if row.point not in points]
+    labels = [label for label, _ in sections]
+    width = max(len(p) for p in points + ["crash point"])
+    cells = [max(11, len(label)) for label in labels]
+    out = ["every agent at every crash point: duplicates / repeated model calls / finished (recovery s)",
+           "  ".join([f"{'crash point':<{width}}"] + [f"{label:<{w}}" for label, w in zip(labels, cells)])]
+    for point in points:
+        line = [f"{point:<{width}}"]
+        for (_, matrix), w in zip(sections, cells):
+            row = next((r for r in matrix.rows if r.point == point), None)
+            text = "-" if row is None else (f"{row.duplicates}/{row.repeated_model_calls}/"
+                                            f"{'yes' if row.finished else 'NO'}"
+                                            + (f" ({row.recovery_s:.1f})" if row.recovery_s is not None else ""))
+            line.append(f"{text:<{w}}")
+        out.append("  ".join(line))
+    return "\n".join(out)
