@@ -19,6 +19,8 @@ from crashlab.grading.notebooks import is_answer_cell, is_test_cell, repo_root
 
 MAY_RAISE_TAG = "raises-exception"
 USES_ANSWERS_TAG = "uses-answers"
+SKIP_WHEN_GRADING_TAG = "skip-when-grading"
+NBVAL_SKIP_TAG = "nbval-skip"
 
 
 class MarkCellsThatMayRaise(Preprocessor):
@@ -34,7 +36,18 @@ class MarkCellsThatMayRaise(Preprocessor):
         return cell, resources
 
 
-PIPELINE = (LockCells, ClearSolutions, ClearHiddenTests, ClearOutput, MarkCellsThatMayRaise)
+class SkipDemonstrationsInNbval(Preprocessor):
+    """Long demonstrations (tagged ``skip-when-grading``) are checked in full by nbval over the masters;
+    running them again over each student notebook would double the suite's time for no new check."""
+
+    def preprocess_cell(self, cell, resources, index):
+        tags = cell.metadata.get("tags", [])
+        if cell.cell_type == "code" and SKIP_WHEN_GRADING_TAG in tags and NBVAL_SKIP_TAG not in tags:
+            tags.append(NBVAL_SKIP_TAG)
+        return cell, resources
+
+
+PIPELINE = (LockCells, ClearSolutions, ClearHiddenTests, ClearOutput, MarkCellsThatMayRaise, SkipDemonstrationsInNbval)
 
 
 def student_version(master: nbformat.NotebookNode) -> nbformat.NotebookNode:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import nbformat
 
+from crashlab.grading.build import SKIP_WHEN_GRADING_TAG as SKIP_TAG
 from crashlab.grading.notebooks import grade_id, is_answer_cell, is_locked, is_test_cell, lesson_of, nbgrader_meta, repo_root
 
 QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]  # no start-up warnings on the grader's terminal
@@ -163,7 +164,6 @@ def restore_locked_cells(submission, master) -> tuple[nbformat.NotebookNode, lis
     return nb, notes
 
 
-SKIP_TAG = "skip-when-grading"
 
 
 def skip_demo_cells(nb) -> int:
