@@ -27,30 +27,47 @@ def reference_agents(solutions: Path) -> list[tuple[Path, dict]]:
     return found
 
 
-def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None = None,
-             html_out: str | None = "crashlab-demo.html") -> int:
+def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, solutions: Path | None = None,
+                       verbose: bool = True, progress: bool = True, only_durable: bool = False):
+    """Run every lesson's reference agents (taken from the masters) through the crash matrix, starting
+    and stopping the servers they need. Yields ``(lesson, spec, matrix)`` as each finishes."""
+    from crashlab.needs import Needs
+
     solutions = solutions or repo_root() / "solutions"
     agents = reference_agents(solutions)
     if not agents:
-        print(f"error: no reference agents found in {solutions}", file=sys.stderr)
-        return 1
-    started = time.time()
-    results, failed, sections = [], False, []
-    with tempfile.TemporaryDirectory(prefix="crashlab-demo-") as scratch:
+        raise FileNotFoundError(f"no reference agents found in {solutions}")
+    with tempfile.TemporaryDirectory(prefix="crashlab-demo-") as scratch, Needs(Path(scratch) / "servers") as needs:
         for master, spec in agents:
+            if only_durable and spec.get("expect") == "observe":
+                continue
             folder = Path(scratch) / master.stem
             folder.mkdir(exist_ok=True)
             for name, source in written_files(nbformat.read(master, as_version=4)).items():
                 (folder / name).write_text(source)
-            print(f"\n== {master.stem}: {spec['title']} ==", flush=True)
-            matrix = crash_test(folder / spec["agent"], spec.get("crash_points", "all"),
-                                expect=spec.get("expect", "durable"), jobs=jobs, workdir=folder / ".rows",
-                                resumers=int(spec.get("resumers", 1)), launcher=spec.get("launcher", "warm"),
-                                preload=tuple(spec.get("preload", ())), extra_env=spec.get("env"))
+            if verbose:
+                print(f"\n== {master.stem}: {spec['title']} ==", flush=True)
+            chosen = spec.get("crash_points", "all") if points == "all" else points
+            matrix = crash_test(folder / spec["agent"], chosen, expect=spec.get("expect", "durable"), jobs=jobs,
+                                workdir=folder / ".rows", resumers=int(spec.get("resumers", 1)),
+                                launcher=spec.get("launcher", "warm"), preload=tuple(spec.get("preload", ())),
+                                extra_env=needs.env_for(spec), progress=progress)
+            yield master.stem, spec, matrix
+
+
+def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None = None,
+             html_out: str | None = "crashlab-demo.html") -> int:
+    started = time.time()
+    results, failed, sections = [], False, []
+    try:
+        for lesson, spec, matrix in reference_matrices(jobs=jobs, solutions=solutions):
             print(matrix, flush=True)
             failed |= spec.get("expect") != "observe" and not matrix.ok
-            results.append({"lesson": master.stem, "title": spec["title"], **matrix.as_dict()})
-            sections.append((f"{master.stem[:2]} {spec['title']}", matrix))
+            results.append({"lesson": lesson, "title": spec["title"], **matrix.as_dict()})
+            sections.append((f"{lesson[:2]} {spec['title']}", matrix))
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print("\n" + summary_table(sections))
     if html_out:
         from crashlab.report import write_report

@@ -24,6 +24,7 @@ from pathlib import Path
 import nbformat
 
 from crashlab.grading.build import SKIP_WHEN_GRADING_TAG as SKIP_TAG
+from crashlab.needs import Needs
 from crashlab.grading.notebooks import grade_id, is_answer_cell, is_locked, is_test_cell, lesson_of, nbgrader_meta, repo_root
 
 QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]  # no start-up warnings on the grader's terminal
@@ -246,8 +247,15 @@ def _error_feedback(error) -> str:
 
 
 # --- 3. the crash matrix, in separate processes ----------------------------------------------------------------
-def score_matrix_check(check: dict, workdir: Path) -> TestResult:
+def score_matrix_check(check: dict, workdir: Path, needs=None) -> TestResult:
+    """Score one crash-matrix check on an agent file in ``workdir`` (``needs``: a shared
+    :class:`crashlab.needs.Needs`, so servers such as Temporal start once per grading run)."""
     from crashlab.harness import crash_test
+    from crashlab.needs import Needs
+
+    if needs is None:
+        with Needs(workdir / ".crashlab" / "servers") as own:
+            return score_matrix_check(check, workdir, own)
 
     name, max_score = check["name"], float(check["points"])
     agent = workdir / check["agent"]
@@ -260,7 +268,7 @@ def score_matrix_check(check: dict, workdir: Path) -> TestResult:
                         double=[tuple(pair) for pair in check.get("double", [])] or None,
                         faults=[tuple(f) for f in check.get("faults", [])] or None,
                         launcher=check.get("launcher", "warm"), preload=tuple(check.get("preload", ())),
-                        extra_env=check.get("env"))
+                        extra_env=needs.env_for(check))
     ok_rows = sum(row.ok for row in matrix.rows)
     score = round(max_score * ok_rows / len(matrix.rows), 2)
     output = (f"{ok_rows}/{len(matrix.rows)} crash points clean (expected: {matrix.as_dict()['expectation']})")
@@ -291,8 +299,9 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
         for index, cell in enumerate(nb.cells):
             if cell.cell_type == "code" and is_test_cell(cell):
                 report.tests.append(score_test_cell(cell, statuses.get(index)))
-        for check in master.metadata.get("crashlab", {}).get("matrix_checks", []):
-            report.tests.append(score_matrix_check(check, workdir))
+        with Needs(workdir / ".crashlab" / "servers") as needs:
+            for check in master.metadata.get("crashlab", {}).get("matrix_checks", []):
+                report.tests.append(score_matrix_check(check, workdir, needs))
         if not report.tests:
             raise GradingError(f"{master_path.name} has no graded cells")
     finally:

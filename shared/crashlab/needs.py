@@ -1,0 +1,45 @@
+"""Servers a crash matrix needs besides the world, named in a lesson's metadata (``"needs": "temporal"``).
+
+The grader and the demo start them once, pass their address to the agents through the environment,
+and stop them at the end.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from pathlib import Path
+
+
+class Needs:
+    """Start each needed server on first request and keep it for the rest of the run."""
+
+    def __init__(self, workdir: Path):
+        self.workdir = Path(workdir)
+        self._stack = ExitStack()
+        self._env: dict[str, dict[str, str]] = {}
+
+    def env_for(self, spec: dict) -> dict[str, str]:
+        env = dict(spec.get("env") or {})
+        needs = spec.get("needs") or []
+        for need in [needs] if isinstance(needs, str) else needs:
+            if need not in self._env:
+                self._env[need] = self._start(need)
+            env.update(self._env[need])
+        return env
+
+    def _start(self, need: str) -> dict[str, str]:
+        if need == "temporal":
+            from crashlab.temporal_server import TemporalServer
+
+            server = self._stack.enter_context(TemporalServer.start(self.workdir / "temporal", reuse=False, fresh=True))
+            return server.env()
+        raise ValueError(f"unknown need {need!r}: the course knows how to start 'temporal'")
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def __enter__(self) -> "Needs":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
