@@ -95,3 +95,24 @@ def show_log(path: str | os.PathLike) -> None:
         print(f"{number:3}: {text}")
     if lines[-1]:
         print(f"torn tail ({len(lines[-1])} bytes, no newline): {lines[-1][:40]!r}")
+
+
+def extract_lesson_files(lessons, dest: str | os.PathLike) -> Path:
+    """Write the ``%%writefile`` files of the given lessons' masters (e.g. ``["01", "02"]``) into
+    ``dest``, so a later lesson can run an earlier lesson's agents exactly as they were taught."""
+    import nbformat
+
+    from crashlab.grading.notebooks import lesson_of, repo_root, written_files
+
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    wanted = set(lessons)
+    for master in sorted((repo_root() / "solutions").glob("*.ipynb")):
+        nb = nbformat.read(master, as_version=4)
+        if lesson_of(nb) in wanted:
+            wanted.discard(lesson_of(nb))
+            for name, source in written_files(nb).items():
+                (dest / name).write_text(source)
+    if wanted:
+        raise FileNotFoundError(f"no master notebook for lesson(s) {sorted(wanted)}")
+    return dest.resolve()

@@ -1,0 +1,64 @@
+"""The Temporal workflow and activity that :mod:`crashlab.bench` measures: N trivial steps, one activity each.
+
+They live in a real module because Temporal's workflow sandbox re-imports the module that defines a
+workflow, and refuses one defined in ``__main__`` or in a notebook cell.
+
+The activity does nothing but return its argument plus one -- unless the benchmark's recovery scene
+asks it to stop dead at one step (``CRASHLAB_BENCH_BLOCK_AT``), so that the process can be SIGKILLed
+mid-step. That switch is read from the environment of the worker process, never from the workflow's
+arguments: the arguments are in the history, and the recovering worker must not block again.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import timedelta
+
+from temporalio import activity, workflow
+from temporalio.common import RetryPolicy
+
+ENV_BLOCK_AT = "CRASHLAB_BENCH_BLOCK_AT"   # the step (1-based) at which to block, in the killed process only
+ENV_MARKER = "CRASHLAB_BENCH_MARKER"       # the file to create when that step is reached
+
+# Retry soon after a crash (the default first back-off is 1 s), as lesson 5's tuned profile does.
+RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=2,
+                    maximum_interval=timedelta(seconds=2))
+
+executed = 0  # how many step activities ran in this process (the recovery scene reports it)
+
+
+@activity.defn(name="bench_step")
+async def bench_step(i: int) -> int:
+    global executed
+    executed += 1
+    block_at = os.environ.get(ENV_BLOCK_AT)
+    if block_at and i + 1 == int(block_at):
+        marker = os.environ.get(ENV_MARKER)
+        if marker:
+            with open(marker, "w") as f:
+                f.write(f"{os.getpid()} {time.time()}\n")
+        while True:  # wait here for the SIGKILL
+            await activity_sleep(3600)
+    return i + 1
+
+
+async def activity_sleep(seconds: float) -> None:
+    import asyncio
+
+    await asyncio.sleep(seconds)
+
+
+@workflow.defn(name="BenchWorkflow")
+class BenchWorkflow:
+    @workflow.run
+    async def run(self, args: dict) -> int:
+        """Run ``args["steps"]`` activities one after another; return how many completed."""
+        timeout = timedelta(seconds=args.get("start_to_close_s", 10))
+        i = 0
+        for _ in range(args["steps"]):
+            i = await workflow.execute_activity(bench_step, i, start_to_close_timeout=timeout, retry_policy=RETRY)
+        return i
+
+
+__all__ = ["BenchWorkflow", "bench_step", "ENV_BLOCK_AT", "ENV_MARKER"]

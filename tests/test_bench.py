@@ -1,0 +1,127 @@
+"""The durability benchmark behaves: a floor in every run, ratios against that very floor, a reason for
+every engine that cannot run, the documented JSON, and no process left behind. Speed is never asserted."""
+
+import json
+import os
+import statistics
+from pathlib import Path
+
+import pytest
+
+from crashlab import bench
+
+ROW_KEYS = {"engine", "per_step_ms", "ratio_to_floor", "recovery_s", "recovery_startup_s", "recovery_steps_run",
+            "samples_ms", "note"}
+TOP_KEYS = {"steps", "repeats", "engines", "floor_ms", "recovery", "recovery_steps", "recovery_kill_at", "rows",
+            "machine", "versions", "started", "elapsed_s"}
+STEPS = 6
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("bench")
+    result = bench.run_benchmark(steps=STEPS, repeats=1, engines=["floor", "langgraph-sync", "dbos-sqlite"],
+                                 workdir=workdir, progress=False, timeout_s=60)
+    return result, workdir
+
+
+@pytest.mark.timeout(120)
+def test_floor_row_exists_and_ratios_use_this_runs_floor(small_run):
+    result, workdir = small_run
+    floor = result.row("floor")
+    assert floor.per_step_ms is not None and floor.per_step_ms > 0, result.table()
+    assert floor.ratio_to_floor == pytest.approx(1.0)
+    # the floor is the median of the samples this run's floor processes wrote (before and after the engines)
+    (run_dir,) = [p for p in workdir.iterdir() if p.name.startswith("run-")]
+    written = []
+    for name in ("floor.json", "floor-after.json"):
+        written += json.loads((run_dir / name).read_text())["samples_ms"]
+    assert floor.samples_ms == pytest.approx(written, abs=1e-3)
+    assert result.floor_ms == pytest.approx(statistics.median(written), abs=1e-3)
+    for engine in ("langgraph-sync", "dbos-sqlite"):
+        row = result.row(engine)
+        assert row.per_step_ms is not None and row.per_step_ms > 0, f"{engine}: {row.note}"
+        assert row.ratio_to_floor == pytest.approx(row.per_step_ms / result.floor_ms)
+
+
+@pytest.mark.timeout(120)
+def test_recovery_after_sigkill_resumes_instead_of_starting_over(small_run):
+    result, _ = small_run
+    kill_at = STEPS // 2 + 1
+    assert result.recovery_kill_at == kill_at
+    for engine in ("langgraph-sync", "dbos-sqlite"):
+        row = result.row(engine)
+        assert row.recovery_s is not None and 0 < row.recovery_startup_s < row.recovery_s, f"{engine}: {row.note}"
+        # the new process ran the killed step again and the rest, but not the steps already recorded
+        assert row.recovery_steps_run == STEPS - kill_at + 1, f"{engine}: {row.note}"
+    assert result.row("floor").recovery_s is None
+    assert "resumed at step" in result.row("dbos-sqlite").note
+
+
+@pytest.mark.timeout(120)
+def test_json_has_the_documented_keys(small_run):
+    result, _ = small_run
+    data = json.loads(json.dumps(result.as_dict()))
+    assert set(data) == TOP_KEYS
+    assert data["steps"] == STEPS and data["repeats"] == 1 and data["recovery"] is True
+    assert [r["engine"] for r in data["rows"]] == ["floor", "langgraph-sync", "dbos-sqlite"]
+    for r in data["rows"]:
+        assert set(r) == ROW_KEYS
+    assert {"python", "platform", "cpus", "workdir_fs"} <= set(data["machine"])
+    assert "langgraph" in data["versions"] and "dbos" in data["versions"]
+    text = result.table()
+    assert all(name in text for name in ("floor", "langgraph-sync", "dbos-sqlite"))
+
+
+@pytest.mark.timeout(60)
+def test_engines_that_cannot_run_become_rows_with_a_reason(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "postgres_available", lambda: (False, "no PostgreSQL on this machine (test)"))
+    result = bench.run_benchmark(steps=3, repeats=1, engines=["dbos-postgres", "no-such-engine"], workdir=tmp_path,
+                                 progress=False, recovery=False)
+    assert [r.engine for r in result.rows] == ["floor", "dbos-postgres", "no-such-engine"]  # the floor is added
+    assert result.floor_ms and result.floor_ms > 0
+    pg, unknown = result.row("dbos-postgres"), result.row("no-such-engine")
+    assert pg.per_step_ms is None and pg.ratio_to_floor is None and pg.recovery_s is None
+    assert "no PostgreSQL on this machine (test)" in pg.note
+    assert "unknown engine" in unknown.note and unknown.per_step_ms is None
+    assert "no PostgreSQL on this machine (test)" in result.table()
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    ax = result.plot()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["floor", "dbos-postgres", "no-such-engine"]
+    assert sum(t.get_text() == "n/a" for t in ax.texts) == 2
+
+
+@pytest.mark.timeout(60)
+def test_a_measurement_that_hangs_is_killed_and_reported(tmp_path):
+    result = bench.run_benchmark(steps=3, repeats=1, engines=["floor", "langgraph-exit"], workdir=tmp_path,
+                                 progress=False, recovery=False, timeout_s=0.5)
+    row = result.row("langgraph-exit")
+    assert row.per_step_ms is None and "timed out after 0.5 s" in row.note
+    assert _processes_mentioning(str(tmp_path)) == [], "a benchmark process outlived its timeout"
+
+
+@pytest.mark.timeout(60)
+def test_command_line_writes_the_json(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert bench.main(["--engines", "floor", "--steps", "3", "--repeats", "1", "--no-recovery",
+                       "--workdir", str(tmp_path / "work"), "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert set(data) == TOP_KEYS and data["rows"][0]["engine"] == "floor" and data["floor_ms"] > 0
+    assert "floor" in capsys.readouterr().out
