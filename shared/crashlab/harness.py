@@ -317,21 +317,23 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
                expect: str = "durable", baseline: bool = True, jobs: int = 2, timeout: float = 60.0,
                progress: bool = True, workdir: str | Path | None = None, resumers: int = 1,
                double: list[tuple[str, str]] | None = None, faults: list[tuple] | None = None,
-               extra_env: dict | None = None, launcher: str = "warm",
+               extra_env: dict | None = None, launcher: "str | WarmLauncher" = "warm",
                preload: tuple[str, ...] = ()) -> Matrix:
     """Run the crash matrix: one row per crash point (plus a clean baseline run).
 
     ``double`` adds rows with a second crash during the resume (see :func:`double_crash_pairs`);
     ``resumers`` starts that many resume processes at once; ``faults`` are armed in every row's world;
-    ``launcher`` is ``"warm"`` (fork from a warm interpreter, with ``preload`` imported) or ``"exec"``.
+    ``launcher`` is ``"warm"`` (fork from a warm interpreter, with ``preload`` imported), ``"exec"``, or a
+    running :class:`~crashlab.launcher.WarmLauncher` to share between several matrices.
     """
     agent = Path(agent)
     if not agent.is_file():
         raise FileNotFoundError(f"no agent file at {agent}")
     if expect not in EXPECTATIONS:
         raise ValueError(f"expect must be one of {sorted(EXPECTATIONS)}")
-    if launcher not in ("warm", "exec"):
-        raise ValueError("launcher must be 'warm' or 'exec'")
+    shared = launcher if isinstance(launcher, WarmLauncher) else None
+    if shared is None and launcher not in ("warm", "exec"):
+        raise ValueError("launcher must be 'warm', 'exec' or a WarmLauncher")
     todo: list[tuple[str, str | None]] = [(BASELINE, None)] if baseline else []
     todo += [(p, None) for p in resolve_points(points)]
     for first, second in double or []:
@@ -341,7 +343,7 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
     own_dir = workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="crashlab-matrix-")) if own_dir else Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    warm = WarmLauncher(preload) if launcher == "warm" else None
+    warm = shared or (WarmLauncher(preload) if launcher == "warm" else None)
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = [pool.submit(crash_row, agent, p, order_id, expect=expect, workdir=workdir, timeout=timeout,
@@ -355,11 +357,12 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
                     future.result()
             rows = [f.result() for f in futures]
     finally:
-        if warm is not None:
+        if warm is not None and shared is None:
             warm.close()
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)
-    return Matrix(str(agent), order_id, expect, rows, time.time() - started, resumers=resumers, launcher=launcher)
+    return Matrix(str(agent), order_id, expect, rows, time.time() - started, resumers=resumers,
+                  launcher="warm" if shared else launcher)
 
 
 def default_jobs() -> int:

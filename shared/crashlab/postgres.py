@@ -21,6 +21,7 @@ from __future__ import annotations
 import glob
 import os
 import pwd
+import secrets
 import shlex
 import shutil
 import socket
@@ -31,6 +32,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+from urllib.parse import urlsplit, urlunsplit
 
 ENV_POSTGRES_URL = "CRASHLAB_POSTGRES_URL"
 SERVICE_USER = "postgres"
@@ -188,11 +190,7 @@ def fresh_database(url: str, prefix: str = "crashlab") -> str:
 
     Agents that key their state on the order id need a clean database per run, just as each crash row
     gets a clean world."""
-    import secrets
-
     import psycopg
-
-    from urllib.parse import urlsplit, urlunsplit
 
     name = f"{prefix}_{secrets.token_hex(6)}"
     with psycopg.connect(url, autocommit=True) as conn:
