@@ -136,7 +136,7 @@ def test_an_agent_that_hangs_before_the_point_is_killed_and_reported(tmp_path):
 def test_an_agent_that_hangs_on_resume_is_killed_and_reported(tmp_path):
     row = crash_row(HANG, "before:model#1", timeout=3, workdir=tmp_path, keep=True)
     [base] = tmp_path.iterdir()
-    assert (base / "crash.marker").read_text() == "before:model#1\n"
+    assert (base / "crash-0.marker").read_text() == "before:model#1\n"
     assert not (base / "world" / "world.json").exists()  # the row's world was stopped
     crashed, resumed = row.runs
     assert row.reached and crashed.killed and not crashed.timed_out
