@@ -23,9 +23,11 @@ def lesson_files(tmp_path):
 
 
 def test_reference_agent_is_clean_everywhere(lesson_files):
+    """Every crash point with 2 resumers racing, and sampled double crashes with lost replies. (The
+    master's own grading runs the single-resumer matrix and the 4-resumer rows: see test_grading_all.)"""
     folder, _ = lesson_files
     agent = folder / "keyed_agent.py"
-    for kwargs in ({}, {"resumers": 2}, {"resumers": 4},
+    for kwargs in ({"resumers": 2},
                    {"points": [], "double": double_crash_pairs(6), "faults": [("lost_ack:charge_card", 1, None)]}):
         points = kwargs.pop("points", "all")
         matrix = crash_test(agent, points, expect="durable", progress=False, workdir=folder / "rows", **kwargs)
