@@ -85,3 +85,26 @@ def test_student_version_hides_answers_and_hidden_checks(master):
             assert MAY_RAISE_TAG in s_cell.metadata.get("tags", [])
         if is_test_cell(m_cell):
             assert s_cell.metadata.get("editable") is False and s_cell.metadata.get("deletable") is False
+
+
+def test_classroom_workflow_is_generated_from_the_masters():
+    from crashlab.grading.classroom import workflow
+
+    committed = (ROOT / ".github" / "workflows" / "classroom.yml").read_text()
+    assert committed == workflow(), "run `crashlab classroom > .github/workflows/classroom.yml`"
+    for master in MASTERS:
+        assert f"course/{master.name}" in committed
+
+
+def test_result_command_exit_codes(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    results = tmp_path / "r.json"
+    results.write_text(json.dumps({"score": 3, "max_score": 5, "tests": [
+        {"name": "a", "score": 3, "max_score": 3, "output": "passed"},
+        {"name": "b", "score": 0, "max_score": 2, "output": "AssertionError"}]}))
+    run = lambda name: subprocess.run([sys.executable, "-m", "crashlab.cli", "result", str(results), "--test", name],
+                                      capture_output=True, text=True, timeout=60).returncode
+    assert (run("a"), run("b"), run("missing")) == (0, 1, 2)

@@ -178,7 +178,7 @@ if __name__ == "__main__":
 
 
 def wrong_answer(agents: Path, tmp_path: Path, source: str) -> Path:
-    for name in ("order_graph.py", "keys.py"):
+    for name in ("order_graph.py", "graph_keys.py"):
         shutil.copy(agents / name, tmp_path / name)
     (tmp_path / "order_agent.py").write_text(source)
     return tmp_path
