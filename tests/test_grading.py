@@ -108,8 +108,8 @@ raise SystemExit(0)
     student = with_cell(student, "ex3_logged_agent", fake)
     cheat = nbformat.v4.new_code_cell(
         "import types\n"
-        "crash_row = lambda *a, **k: types.SimpleNamespace(reached=True, finished=True, repeated_model_calls=0,"
-        " ok=True, problems=[])")
+        "fake_row = types.SimpleNamespace(reached=True, finished=True, repeated_model_calls=0, ok=True, problems=[])\n"
+        "crash_test = lambda *a, **k: types.SimpleNamespace(rows=[fake_row])")
     index = next(i for i, c in enumerate(student.cells) if grade_id(c) == "ex3_logged_agent")
     student.cells.insert(index + 1, cheat)
     report = grade_notebook(save(student, tmp_path))

@@ -95,7 +95,7 @@ def summary_table(sections) -> str:
             row = next((r for r in matrix.rows if r.point == point), None)
             text = "-" if row is None else (f"{row.duplicates}/{row.repeated_model_calls}/"
                                             f"{'yes' if row.finished else 'NO'}"
-                                            + (f" ({row.recovery_s:.1f})" if row.recovery_s is not None else ""))
+                                            + (f" ({row.recovery_s:4.1f})" if row.recovery_s is not None else ""))
             line.append(f"{text:<{w}}")
         out.append("  ".join(line))
     return "\n".join(out)
