@@ -24,11 +24,11 @@ demo: setup
 
 # The unit tests and grader proofs, then nbval over the masters (full output comparison) and over
 # the student notebooks (errors only: their unanswered cells are tagged raises-exception).
-# Three workers on two cores: much of the suite waits on agent processes, servers and timeouts.
+# Two workers: much of the suite waits on agent processes, servers and timeouts (three measured slower).
 test: setup
-	$(BIN)/python -m pytest tests -q -n 3 --dist load
-	$(BIN)/python -m pytest -q -n 3 --dist loadscope --nbval solutions --nbval-sanitize-with $(NBVAL_SANITIZE) -p no:cacheprovider
-	$(BIN)/python -m pytest -q -n 3 --dist loadscope --nbval-lax course -p no:cacheprovider
+	$(BIN)/python -m pytest tests -q -n 2 --dist load
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope --nbval solutions --nbval-sanitize-with $(NBVAL_SANITIZE) -p no:cacheprovider
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope --nbval-lax course -p no:cacheprovider
 
 lab: setup
 	$(BIN)/jupyter lab --notebook-dir=course --ServerApp.ip=127.0.0.1
