@@ -9,7 +9,6 @@ A crash point that was never reached is a failure, not a pass.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -363,10 +362,6 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
             shutil.rmtree(workdir, ignore_errors=True)
     return Matrix(str(agent), order_id, expect, rows, time.time() - started, resumers=resumers,
                   launcher="warm" if shared else launcher)
-
-
-def default_jobs() -> int:
-    return max(1, min(4, os.cpu_count() or 1))
 
 
 __all__ = ["crash_test", "crash_row", "run_agent", "start_agent", "double_crash_pairs", "Matrix", "Row", "ProcessRun", "EXPECTATIONS", "BASELINE"]

@@ -133,10 +133,7 @@ def restore_locked_cells(submission, master) -> tuple[nbformat.NotebookNode, lis
             if is_locked(source_cell) or is_test_cell(source_cell):
                 if cell.source not in (source_cell.source, _as_given_to_students(source_cell)):
                     notes.append(f"restored edited cell {gid!r} from the master")
-                cell = copy.deepcopy(source_cell)
-                cell.outputs = [] if cell.cell_type == "code" else cell.get("outputs")
-                if cell.cell_type != "code":
-                    cell.pop("outputs", None)
+                cell = _fresh_copy(source_cell)
             else:
                 cell.metadata["nbgrader"] = copy.deepcopy(nbgrader_meta(source_cell))
         elif gid in seen:
@@ -149,9 +146,7 @@ def restore_locked_cells(submission, master) -> tuple[nbformat.NotebookNode, lis
         gid = grade_id(master_cell)
         if not gid or gid in seen or not (is_locked(master_cell) or is_test_cell(master_cell)):
             continue
-        restored = copy.deepcopy(master_cell)
-        if restored.cell_type == "code":
-            restored.outputs = []
+        restored = _fresh_copy(master_cell)
         at = len(cells)
         for previous in reversed(order[:i]):
             positions = [k for k, c in enumerate(cells) if previous and grade_id(c) == previous]
@@ -177,6 +172,14 @@ def skip_demo_cells(nb) -> int:
             cell.source = "# skipped while grading: a demonstration, not an exercise"
             skipped += 1
     return skipped
+
+
+def _fresh_copy(master_cell):
+    """A master cell to put into the graded notebook: the instructor's source, no stale outputs."""
+    cell = copy.deepcopy(master_cell)
+    if cell.cell_type == "code":
+        cell.outputs = []
+    return cell
 
 
 def _as_given_to_students(master_cell) -> str:
