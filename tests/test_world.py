@@ -117,7 +117,7 @@ def test_world_listens_on_loopback_only_and_reports_health(world):
     body = health.json()
     assert body["ok"] is True
     assert body["pid"] == world.pid
-    assert Path(body["state_dir"]) == world.ledger_dir
+    assert body["pid"] == world.pid and "state_dir" not in body  # nothing about where the ledgers are
     assert world.is_alive()
     assert httpx.get(world.url + "/nowhere", timeout=5).status_code == 404
 
@@ -126,11 +126,21 @@ def test_start_creates_ledgers_and_agent_dir(world):
     for name in ("payments.db", "inventory.db", "email.db", "model.db", "control.db"):
         assert (world.ledger_dir / name).is_file()
     assert world.agent_dir.is_dir()
-    env = world.env(crash_at="after:model#1")
+    env = world.env()
     assert env["CRASHLAB_MODEL_URL"] == env["CRASHLAB_SERVICES_URL"] == world.url
     assert env["CRASHLAB_STATE_DIR"] == str(world.agent_dir)
-    assert env["CRASHLAB_CRASH_AT"] == "after:model#1"
-    assert "CRASHLAB_CRASH_AT" not in world.env()
+    assert not [key for key in env if "CRASH_AT" in key or "TOKEN" in key], "an agent is told nothing of crashes"
+
+
+def test_admin_routes_need_the_token(world):
+    for method, path, body in (("GET", "/_admin/crash", None), ("POST", "/_admin/crash", {"point": "before:charge_card"}),
+                               ("GET", "/_admin/audit?order_id=ORD-8842", None),
+                               ("POST", "/_admin/faults", {"name": "lost_ack:charge_card"}),
+                               ("GET", "/_admin/faults", None)):
+        for headers in ({}, {"X-Crashlab-Admin": "guess"}):
+            reply = httpx.request(method, world.url + path, json=body, headers=headers, timeout=5)
+            assert reply.status_code == 403, (method, path, reply.status_code)
+    assert world.crash_reached() is None
 
 
 def test_attach_to_a_running_world(world):

@@ -1,7 +1,8 @@
 """What an agent file imports: the order task, the model client, the tool client.
 
-Agents reach the model and the tools only through these clients, because the clients hold the
-crash points. The model client is the real ``anthropic`` SDK pointed at the course's local model
+Agents reach the model and the tools through these clients. Crash points are not in here: the world
+decides and observes them (see :mod:`crashlab.world.crashes`), so nothing in an agent process can tell
+whether it is about to be killed, or pretend that it was. The model client is the real ``anthropic`` SDK pointed at the course's local model
 server; the tools are HTTP calls to the world's services.
 
 A minimal agent file::
@@ -28,7 +29,6 @@ from typing import Any, Callable
 
 import httpx
 
-from crashlab import failpoints
 from crashlab.order import AMOUNT, ORDER_ID, SKU, TOOL_SCHEMAS, TOOLS, order_task
 from crashlab.world import ENV_MODEL_URL, ENV_SERVICES_URL, ENV_STATE_DIR
 
@@ -83,23 +83,19 @@ def real_api_enabled() -> bool:
     return os.environ.get("CRASHLAB_REAL_MODEL") == "1" and bool(os.environ.get("ANTHROPIC_API_KEY"))
 
 
-class _CrashingMessages:
+class _Messages:
     def __init__(self, sdk_client, where: str):
         self._sdk = sdk_client
         self._where = where
 
     def create(self, **kwargs):
-        """``anthropic.Anthropic().messages.create``, with crash points before and after the call."""
+        """``anthropic.Anthropic().messages.create``, with a one-line error when the model is unreachable."""
         import anthropic
 
-        op = failpoints.next_model_op()
-        failpoints.reach("before", op)
         try:
-            reply = self._sdk.messages.create(**kwargs)
+            return self._sdk.messages.create(**kwargs)
         except anthropic.APIConnectionError as exc:
             raise WorldNotRunning(f"cannot reach the model at {self._where} ({exc}); {_HOW_TO_START}") from None
-        failpoints.reach("after", op)
-        return reply
 
 
 class ModelClient:
@@ -107,7 +103,7 @@ class ModelClient:
 
     def __init__(self, sdk_client, where: str):
         self.sdk = sdk_client
-        self.messages = _CrashingMessages(sdk_client, where)
+        self.messages = _Messages(sdk_client, where)
 
 
 def model_client() -> ModelClient:
@@ -180,7 +176,7 @@ def validate_tool_call(name, args) -> None:
 
 
 def call_tool(name: str, args: dict, *, idempotency_key: str | None = None) -> dict:
-    """Call one side-effecting tool in the world, with crash points before and after.
+    """Call one side-effecting tool in the world.
 
     Without ``idempotency_key`` every call is a new effect. With one, the service replays its
     first response to a repeat of the same request (Stripe's semantics).
@@ -194,7 +190,6 @@ def call_tool(name: str, args: dict, *, idempotency_key: str | None = None) -> d
     headers = {"X-Crashlab-Pid": str(os.getpid())}
     if idempotency_key is not None:
         headers["Idempotency-Key"] = idempotency_key
-    failpoints.reach("before", name)
     try:
         reply = httpx.post(base + SERVICE_PATHS[name], json=args, headers=headers, timeout=30)
     except httpx.ConnectError:
@@ -209,7 +204,6 @@ def call_tool(name: str, args: dict, *, idempotency_key: str | None = None) -> d
         except (ValueError, KeyError, TypeError):
             detail = reply.text[:200]
         raise ToolCallFailed(f"{name}: the service answered {reply.status_code} ({detail})", reply.status_code)
-    failpoints.reach("after", name)
     result = reply.json()
     if reply.headers.get("Idempotent-Replayed") == "true":
         result["replayed"] = True

@@ -81,6 +81,19 @@ class Audit:
                 "model_calls": self.model_calls, "repeated_model_calls": self.repeated_model_calls,
                 "rejected_model_calls": self.rejected_model_calls, "finished": self.finished}
 
+    def as_json(self) -> dict:
+        """Everything, as plain JSON: what the world's admin API sends to the harness."""
+        return {"order_id": self.order_id, "effects": self.effects, "model_calls": self.model_calls,
+                "repeated_model_calls": self.repeated_model_calls, "rejected_model_calls": self.rejected_model_calls,
+                "final_answer_served": self.final_answer_served,
+                "events": [[e.at, e.pid, e.what, e.label, e.repeat] for e in self.events]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Audit":
+        return cls(data["order_id"], {k: list(v) for k, v in data["effects"].items()}, int(data["model_calls"]),
+                   int(data["repeated_model_calls"]), int(data["rejected_model_calls"]),
+                   bool(data["final_answer_served"]), [Event(*e) for e in data["events"]])
+
     def __str__(self) -> str:
         effects = ", ".join(f"{kind} x{n}" for kind, n in self.counts.items())
         verdict = "; ".join(self.describe_problems()) or "clean"

@@ -1,14 +1,16 @@
 """The crash harness: kill an agent at a named point, resume it in a new process, audit the world.
 
-For each crash point the harness starts a fresh world, runs ``python AGENT.py --order ID`` with
-the crash point set, checks that the process really died there (SIGKILL and a marker), runs the
-same command again as a brand-new process with no crash point, and audits the world's ledgers.
-A crash point that was never reached is a failure, not a pass.
+For each crash point the harness starts a fresh world, arms the crash point *in the world*, runs
+``python AGENT.py --order ID`` (which is told nothing), and lets the world kill the agent's process
+group when it sees the request for that point. It then runs the same command again as a brand-new
+process and audits the world's ledgers. Whether a point was reached is what the world saw; a crash
+point that was never reached is a failure, not a pass.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crashlab.audit import Audit, Event
-from crashlab.failpoints import ENV_CRASH_MARKER
+from crashlab import sandbox as sandboxes
 from crashlab.launcher import WarmLauncher
 from crashlab.order import ORDER_ID, default_points
 from crashlab.world import World
@@ -45,6 +47,7 @@ class ProcessRun:
     stdout: str
     stderr: str
     timed_out: bool = False
+    crashed_at: str | None = None  # the crash point the world saw this process reach, if any
 
     @property
     def killed(self) -> bool:
@@ -88,15 +91,23 @@ class Row:
 
 
 def run_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, crash_at: str | None = None,
-              timeout: float = 60.0, marker: Path | None = None, extra_env: dict | None = None,
+              timeout: float = 60.0, extra_env: dict | None = None,
               launcher: WarmLauncher | None = None) -> ProcessRun:
     """Run ``python AGENT --order ORDER_ID`` once as a new process, in the agent file's directory.
 
-    With a :class:`~crashlab.launcher.WarmLauncher` the process is forked from a warm interpreter
-    instead of starting a new one; either way it is a new process that is killed for real.
+    With ``crash_at`` the world is armed first, and kills the process when it sees the request for that
+    point; ``ProcessRun.crashed_at`` then says what the world saw. With a
+    :class:`~crashlab.launcher.WarmLauncher` the process is forked from a warm interpreter instead of
+    starting a new one; either way it is a new process that is killed for real.
     """
-    return start_agent(agent, world, order_id, crash_at=crash_at, marker=marker, extra_env=extra_env,
-                       launcher=launcher).finish(timeout)
+    world.arm_crash(crash_at)
+    try:
+        running = start_agent(agent, world, order_id, extra_env=extra_env, launcher=launcher)
+        run = running.finish(timeout, crash_world=world if crash_at else None)
+    finally:
+        if crash_at:
+            world.arm_crash(None)
+    return run
 
 
 class _Running:
@@ -105,42 +116,65 @@ class _Running:
     def __init__(self, process, started: float, output_dir: Path | None):
         self.process, self.started, self.output_dir = process, started, output_dir
 
-    def finish(self, timeout: float) -> ProcessRun:
-        timed_out = False
+    def finish(self, timeout: float, crash_world: World | None = None) -> ProcessRun:
+        """Wait for the process (its whole group dies at ``timeout``). With ``crash_world``, watch the
+        world: once it reports the armed point reached, make sure the process group is dead."""
+        timed_out, crashed = False, None
         deadline = self.started + timeout
+        while self.process.poll() is None:
+            if time.time() > deadline:
+                timed_out = True
+                break
+            if crash_world is not None and crashed is None:
+                crashed = crash_world.crash_reached()
+                if crashed:
+                    break
+            self._wait(0.05 if crash_world is not None else min(0.5, max(0.01, deadline - time.time())))
+        if self.process.poll() is None:
+            _kill_group(self.process.pid)
+        self._wait(30)
+        if crash_world is not None and crashed is None:
+            crashed = crash_world.crash_reached()
         if isinstance(self.process, subprocess.Popen):
-            try:
-                stdout, stderr = self.process.communicate(timeout=max(0.1, deadline - time.time()))
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                stdout, stderr = self.process.communicate()
-                timed_out = True
+            stdout, stderr = self.process.communicate()
         else:
-            try:
-                self.process.wait(max(0.1, deadline - time.time()))
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(30)
-                timed_out = True
             stdout, stderr = self.process.output()
             shutil.rmtree(self.output_dir, ignore_errors=True)
         return ProcessRun(self.process.pid, self.process.returncode, self.started, time.time(), stdout, stderr,
-                          timed_out)
+                          timed_out, crashed["point"] if crashed else None)
+
+    def _wait(self, seconds: float) -> None:
+        try:
+            self.process.wait(seconds)
+        except subprocess.TimeoutExpired:
+            pass
 
 
-def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, crash_at: str | None = None,
-                marker: Path | None = None, extra_env: dict | None = None,
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)  # every agent runs in a process group of its own
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, extra_env: dict | None = None,
                 launcher: WarmLauncher | None = None) -> _Running:
+    """Start one agent process in a process group of its own (as the sandbox user while grading)."""
     agent = Path(agent).resolve()
-    env = world.env(crash_at=crash_at, **(extra_env or {}))
-    if marker is not None:
-        env[ENV_CRASH_MARKER] = str(marker)
+    sandbox = sandboxes.current()
+    env = world.env(**(extra_env or {}))
+    if sandbox is not None:
+        env = sandbox.env(env)
     started = time.time()
     if launcher is None:
+        demote = sandbox.demote if sandbox is not None and os.geteuid() == 0 else sandboxes.apply_limits
         process = subprocess.Popen([sys.executable, str(agent), "--order", order_id], cwd=agent.parent, env=env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                                   start_new_session=True, preexec_fn=demote)
         return _Running(process, started, None)
     output_dir = Path(tempfile.mkdtemp(prefix="agent-output-"))
+    if sandbox is not None and os.geteuid() == 0:
+        sandbox.own(output_dir)
     process = launcher.spawn([str(agent), "--order", order_id], agent.parent, env, output_dir / "stdout",
                              output_dir / "stderr")
     return _Running(process, started, output_dir)
@@ -181,6 +215,9 @@ def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect
     - ``faults``: ``(name, times, arg)`` faults armed in the world first, e.g. ``("lost_ack:charge_card", 1, None)``.
     """
     base = Path(tempfile.mkdtemp(prefix="row-", dir=workdir))
+    sandbox = sandboxes.current()
+    if sandbox is not None and os.geteuid() == 0:
+        sandbox.own(base)
     world = World.start(base / "world")
     label = point if then_crash_at is None else f"{point} + {then_crash_at}"
     try:
@@ -191,11 +228,10 @@ def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect
         reached = True
         crashes = [p for p in (point, then_crash_at) if p and p != BASELINE]
         for number, crash_point in enumerate(crashes):
-            marker = base / f"crash-{number}.marker"
-            run = run_agent(agent, world, order_id, crash_at=crash_point, timeout=timeout, marker=marker,
-                            extra_env=extra_env, launcher=launcher)
+            run = run_agent(agent, world, order_id, crash_at=crash_point, timeout=timeout, extra_env=extra_env,
+                            launcher=launcher)
             runs.append(run)
-            if not (run.killed and marker.exists() and marker.read_text().strip() == crash_point):
+            if run.crashed_at != crash_point:
                 reached = False
                 if run.timed_out:
                     why = "the agent hung before reaching it"

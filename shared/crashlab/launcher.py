@@ -45,7 +45,16 @@ class WarmProcess:
         self._stdout, self._stderr = stdout, stderr
 
     def wait(self, timeout: float | None = None) -> int:
-        self.returncode = self._launcher._wait_exit(self.pid, timeout)
+        if self.returncode is None:
+            self.returncode = self._launcher._wait_exit(self.pid, timeout)
+        return self.returncode
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                self.returncode = self._launcher._wait_exit(self.pid, 0)
+            except subprocess.TimeoutExpired:
+                pass
         return self.returncode
 
     def kill(self) -> None:
@@ -112,8 +121,12 @@ class WarmLauncher:
 
     def spawn(self, argv: list[str], cwd: str | Path, env: dict[str, str], stdout: Path, stderr: Path) -> WarmProcess:
         request_id = f"r{time.monotonic_ns()}-{threading.get_ident()}"
+        from crashlab.sandbox import current
+
+        sandbox = current() if os.geteuid() == 0 else None
         request = {"id": request_id, "argv": [str(a) for a in argv], "cwd": str(cwd), "env": env,
-                   "stdout": str(stdout), "stderr": str(stderr)}
+                   "stdout": str(stdout), "stderr": str(stderr),
+                   "sandbox": None if sandbox is None else json.loads(env.get("CRASHLAB_SANDBOX") or "null")}
         with self._lock:
             os.write(self._req_write, (json.dumps(request) + "\n").encode())
         reply = self._await(lambda: self._replies.pop(request_id, None), 30)
@@ -150,7 +163,13 @@ def _run_child(request: dict) -> None:
     """In the forked child: become the agent process, run the file as __main__, exit. Never returns."""
     code = 1
     try:
-        os.setpgid(0, 0)
+        os.setsid()  # a session and process group of its own: the world kills the whole group
+        from crashlab.sandbox import Sandbox, apply_limits
+
+        if request.get("sandbox"):
+            Sandbox(**request["sandbox"]).demote()  # never run a student's agent as root
+        else:
+            apply_limits()
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         devnull = os.open(os.devnull, os.O_RDONLY)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+import select
 import shutil
 import subprocess
 import sys
@@ -27,7 +29,8 @@ READY_FILE = "world.json"
 ENV_MODEL_URL = "CRASHLAB_MODEL_URL"
 ENV_SERVICES_URL = "CRASHLAB_SERVICES_URL"
 ENV_STATE_DIR = "CRASHLAB_STATE_DIR"
-ENV_CRASH_AT = "CRASHLAB_CRASH_AT"
+# Set by the grader: a folder only trusted processes can read, where worlds keep their ledgers.
+ENV_PRIVATE_DIR = "CRASHLAB_PRIVATE_DIR"
 
 
 class WorldError(RuntimeError):
@@ -39,14 +42,21 @@ class World:
 
     ``state_dir/ledgers`` holds the world's ledgers; ``state_dir/agent`` is where agents keep their
     own durable state (event logs, checkpoints). Use :meth:`start` or :meth:`attach`.
+
+    While grading (``CRASHLAB_PRIVATE_DIR`` set), the ledgers live in a folder of the grader's instead,
+    out of the agents' reach, and are read only through the world's admin API, which needs the token
+    this object holds and no agent is given.
     """
 
-    def __init__(self, state_dir: Path, port: int, pid: int, process: subprocess.Popen | None = None):
+    def __init__(self, state_dir: Path, port: int, pid: int, process: subprocess.Popen | None = None,
+                 token: str = "", ledger_dir: Path | None = None):
         self.state_dir = Path(state_dir)
         self.port = port
         self.pid = pid
         self._process = process
         self._stopped = False
+        self._token = token
+        self._ledger_dir = ledger_dir
 
     # --- life cycle -----------------------------------------------------------------------------
     @classmethod
@@ -66,28 +76,33 @@ class World:
                              f"use World.attach({str(state_dir)!r}) or stop it first")
         if fresh and state_dir.exists():
             shutil.rmtree(state_dir)
-        (state_dir / "ledgers").mkdir(parents=True, exist_ok=True)
         (state_dir / "agent").mkdir(parents=True, exist_ok=True)
         ready.unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "crashlab.world.server", "--state", str(state_dir / "ledgers"),
-               "--port", str(port), "--ready-file", str(ready)]
+        token = secrets.token_hex(16)
+        private = os.environ.get(ENV_PRIVATE_DIR)
+        if private:  # grading: the server makes its ledger folder itself, where agents cannot reach
+            ledgers, ready_arg = Path(private) / f"world-{token[:12]}", []
+        else:
+            ledgers, ready_arg = state_dir / "ledgers", ["--ready-file", str(ready)]
+        cmd = [sys.executable, "-m", "crashlab.world.server", "--state", str(ledgers), "--port", str(port),
+               *ready_arg]
         if stop_with_parent:
             cmd += ["--parent-pid", str(os.getpid())]
+        _give_to_sandbox(state_dir)
         log = open(state_dir / "world.log", "ab")
-        process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True)
+        env = {k: v for k, v in os.environ.items() if k != "CRASHLAB_SANDBOX"}
+        env["CRASHLAB_WORLD_TOKEN"] = token
+        process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
+                                   start_new_session=True, env=env)
         log.close()
-        deadline = time.monotonic() + timeout
-        while not ready.exists():
-            if process.poll() is not None:
-                tail = (state_dir / "world.log").read_text(errors="replace")[-800:]
-                raise WorldError(f"the world server exited at start (code {process.returncode}):\n{tail}")
-            if time.monotonic() > deadline:
-                process.kill()
-                raise WorldError(f"the world server did not report ready within {timeout:.0f} s")
-            time.sleep(0.02)
-        info = json.loads(ready.read_text())
-        return cls(state_dir, info["port"], info["pid"], process)
+        line = _read_line(process.stdout, timeout)
+        if not line:
+            process.kill()
+            process.wait()
+            tail = (state_dir / "world.log").read_text(errors="replace")[-800:]
+            raise WorldError(f"the world server did not start (exit code {process.returncode}):\n{tail}")
+        info = json.loads(line)
+        return cls(state_dir, info["port"], info["pid"], process, token, ledgers)
 
     @classmethod
     def attach(cls, state_dir: str | os.PathLike) -> "World":
@@ -103,7 +118,7 @@ class World:
     def _from_ready_file(cls, state_dir: Path) -> "World | None":
         try:
             info = json.loads((state_dir / READY_FILE).read_text())
-            world = cls(state_dir, int(info["port"]), int(info["pid"]))
+            world = cls(state_dir, int(info["port"]), int(info["pid"]), token=info.get("token", ""))
         except (OSError, ValueError, KeyError, TypeError):
             return None
         return world if world.is_alive() else None
@@ -121,6 +136,8 @@ class World:
             return
         self._stopped = True
         if self._process is not None:
+            if self._process.stdout is not None:
+                self._process.stdout.close()
             if self._process.poll() is None:
                 self._process.terminate()
                 try:
@@ -152,23 +169,41 @@ class World:
 
     @property
     def ledger_dir(self) -> Path:
-        return self.state_dir / "ledgers"
+        return self._ledger_dir or self.state_dir / "ledgers"
 
     @property
     def agent_dir(self) -> Path:
         """Where agents keep their own durable state."""
         return self.state_dir / "agent"
 
-    def env(self, crash_at: str | None = None, **extra: str) -> dict[str, str]:
-        """The environment for an agent process: endpoints, state directory, and an optional crash point."""
-        env = dict(os.environ)
-        env.pop(ENV_CRASH_AT, None)
+    def env(self, **extra: str) -> dict[str, str]:
+        """The environment for an agent process: the endpoints and its state directory. Nothing in it
+        says whether the run will be crashed: the world decides that (see :meth:`arm_crash`)."""
+        env = {k: v for k, v in os.environ.items() if k not in (ENV_PRIVATE_DIR, "CRASHLAB_WORLD_TOKEN")}
         env.update({ENV_MODEL_URL: self.url, ENV_SERVICES_URL: self.url, ENV_STATE_DIR: str(self.agent_dir),
                     "PYTHONUNBUFFERED": "1"})
-        if crash_at:
-            env[ENV_CRASH_AT] = crash_at
         env.update(extra)
         return env
+
+    # --- the admin API: only the holder of the token (the harness) can use it -----------------------
+    def _admin(self, method: str, path: str, **kwargs):
+        try:
+            reply = httpx.request(method, f"{self.url}/_admin/{path}", headers={"X-Crashlab-Admin": self._token},
+                                  timeout=30, **kwargs)
+        except httpx.HTTPError as exc:
+            raise WorldError(f"the world at {self.url} did not answer ({type(exc).__name__})") from None
+        if reply.status_code != 200:
+            raise WorldError(f"the world refused {method} /_admin/{path}: {reply.status_code} {reply.text[:200]}")
+        return reply.json()
+
+    def arm_crash(self, point: str | None) -> None:
+        """Tell the world to kill the process that makes the request for ``point`` (see
+        :mod:`crashlab.world.crashes`); ``None`` disarms."""
+        self._admin("POST", "crash", json={"point": point})
+
+    def crash_reached(self) -> dict | None:
+        """What the world saw of the armed crash point: ``None`` if it was not reached."""
+        return self._admin("GET", "crash")["reached"]
 
     def inject(self, fault: str, times: int = 1, arg: str | None = None) -> None:
         """Arm a fault: ``lost_ack:TOOL`` (commit, then drop the reply), ``latency:TOOL`` (arg: seconds
@@ -177,17 +212,47 @@ class World:
 
         if fault == "malformed_reply" and arg not in MALFORMED_REPLIES:
             raise ValueError(f"malformed_reply needs arg= one of {MALFORMED_REPLIES}")
-        reply = httpx.post(f"{self.url}/_admin/faults", json={"name": fault, "remaining": times, "arg": arg}, timeout=5)
-        reply.raise_for_status()
+        self._admin("POST", "faults", json={"name": fault, "remaining": times, "arg": arg})
 
     def audit(self, order_id: str = ORDER_ID):
-        """What the world saw for ``order_id``: effects, duplicates, model calls, repeats."""
-        from crashlab.audit import audit
+        """What the world saw for ``order_id``: effects, duplicates, model calls, repeats. Asked of the
+        running world through its admin API; read from the ledger files once it has stopped."""
+        from crashlab.audit import Audit, audit
 
+        if self._token and not self._stopped:
+            return Audit.from_json(self._admin("GET", "audit", params={"order_id": order_id}))
         return audit(self.ledger_dir, order_id)
 
     def __repr__(self) -> str:
         return f"World(url={self.url!r}, state_dir={str(self.state_dir)!r})"
 
 
-__all__ = ["World", "WorldError", "LedgerError", "ENV_MODEL_URL", "ENV_SERVICES_URL", "ENV_STATE_DIR", "ENV_CRASH_AT"]
+def _read_line(stream, timeout: float) -> bytes:
+    """One line from a pipe, or b'' if none arrives within ``timeout`` seconds (or the pipe closes)."""
+    deadline = time.monotonic() + timeout
+    data = b""
+    fd = stream.fileno()
+    while not data.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            return b""
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return b""
+        data += chunk
+    return data
+
+
+def _give_to_sandbox(state_dir: Path) -> None:
+    """While grading as root, the agents run as the sandbox user: their state folder must be theirs."""
+    from crashlab.sandbox import current
+
+    sandbox = current()
+    if sandbox is not None and os.geteuid() == 0:
+        try:
+            sandbox.own(state_dir)
+        except PermissionError:
+            pass  # a check process that already writes files as the sandbox user
+
+
+__all__ = ["World", "WorldError", "LedgerError", "ENV_MODEL_URL", "ENV_SERVICES_URL", "ENV_STATE_DIR", "ENV_PRIVATE_DIR"]

@@ -25,6 +25,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from crashlab.world import ledger, policy
+from crashlab.world.crashes import CrashPlan
+
+ADMIN_HEADER = "X-Crashlab-Admin"
+ENV_TOKEN = "CRASHLAB_WORLD_TOKEN"
 
 # path -> (ledger name, tool, effect kind, id prefix, required params and their types)
 SERVICES = {
@@ -112,11 +116,35 @@ class WorldHandler(BaseHTTPRequestHandler):
             return None
 
     # --- routes -------------------------------------------------------------------------------
+    def _admin_allowed(self) -> bool:
+        """Admin routes (faults, crash points, the audit) are for the harness only: they need the
+        token the world was started with, which no agent is given."""
+        token = self.server.token  # type: ignore[attr-defined]
+        if token and secrets.compare_digest(self.headers.get(ADMIN_HEADER, ""), token):
+            return True
+        self._error(403, "permission_error", "admin routes need the world's admin token")
+        return False
+
     def do_GET(self):
-        if self.path == "/health":
-            self._send(200, {"ok": True, "state_dir": str(self.state_dir), "pid": os.getpid()})
-        elif self.path == "/_admin/faults":
+        path, _, query = self.path.partition("?")
+        if path == "/health":
+            self._send(200, {"ok": True, "pid": os.getpid()})
+        elif path.startswith("/_admin/") and not self._admin_allowed():
+            return
+        elif path == "/_admin/faults":
             self._send(200, {"faults": self.server.faults.all()})  # type: ignore[attr-defined]
+        elif path == "/_admin/crash":
+            self._send(200, self.server.crashes.state())  # type: ignore[attr-defined]
+        elif path == "/_admin/audit":
+            from urllib.parse import parse_qs
+
+            from crashlab.audit import audit
+
+            order_id = (parse_qs(query).get("order_id") or [""])[0]
+            try:
+                self._send(200, audit(self.state_dir, order_id).as_json())
+            except ledger.LedgerError as exc:
+                self._error(500, "ledger_error", str(exc))
         else:
             self._error(404, "not_found_error", f"no route GET {self.path}")
 
@@ -128,8 +156,14 @@ class WorldHandler(BaseHTTPRequestHandler):
             self._messages(body)
         elif self.path in SERVICES:
             self._service(self.path, body)
+        elif self.path.startswith("/_admin/") and not self._admin_allowed():
+            return
         elif self.path == "/_admin/faults":
             self._set_fault(body)
+        elif self.path == "/_admin/crash":
+            point = body.get("point") if isinstance(body, dict) else None
+            self.server.crashes.arm(point if isinstance(point, str) and point else None)  # type: ignore[attr-defined]
+            self._send(200, {"ok": True})
         else:
             self._error(404, "not_found_error", f"no route POST {self.path}")
 
@@ -149,6 +183,9 @@ class WorldHandler(BaseHTTPRequestHandler):
             request_json = ledger.canonical_json(messages)
         except policy.InvalidRequest as exc:
             self._error(400, "invalid_request_error", str(exc))
+            return
+        op = self._crashes.next_model_op()
+        if self._crash("before", op):
             return
         try:
             body = policy.reply(request, malformed=faults.take("malformed_reply"))
@@ -172,7 +209,20 @@ class WorldHandler(BaseHTTPRequestHandler):
             conn.execute("COMMIT")
         finally:
             conn.close()
+        if status == 200 and self._crash("after", op):
+            return
         self._send(status, body)
+
+    @property
+    def _crashes(self) -> CrashPlan:
+        return self.server.crashes  # type: ignore[attr-defined]
+
+    def _crash(self, when: str, op: str) -> bool:
+        """If the harness armed ``when:op``, kill the requesting process here and send nothing."""
+        if self._crashes.fire(when, op, self.client_address[1], self.server.server_address[1]):
+            self.close_connection = True
+            return True
+        return False
 
     # --- the services -----------------------------------------------------------------------------
     def _service(self, path: str, params) -> None:
@@ -185,6 +235,8 @@ class WorldHandler(BaseHTTPRequestHandler):
         key = self.headers.get("Idempotency-Key")
         if key is not None and not key.strip():
             self._error(400, "invalid_request_error", "Idempotency-Key must not be empty")
+            return
+        if self._crash("before", tool):
             return
         params_json = ledger.canonical_json(params)
         params_hash = hashlib.sha256(f"{path} {params_json}".encode()).hexdigest()
@@ -199,6 +251,8 @@ class WorldHandler(BaseHTTPRequestHandler):
                 conn.execute("COMMIT")
                 if row is not None:
                     status, body, headers = self._replay(row, params_hash, key)
+                    if status == 200 and self._crash("after", tool):
+                        return
                     if status == 200 and faults.take(f"lost_ack:{tool}") is not None:
                         self.close_connection = True  # the replayed reply is lost too
                         return
@@ -220,6 +274,8 @@ class WorldHandler(BaseHTTPRequestHandler):
             conn.execute("COMMIT")
         finally:
             conn.close()
+        if self._crash("after", tool):
+            return
         if faults.take(f"lost_ack:{tool}") is not None:
             # The effect is committed; the reply never leaves. The client sees a dropped connection.
             self.close_connection = True
@@ -273,17 +329,29 @@ def _watch_parent(parent_pid: int, server: ThreadingHTTPServer) -> None:
 
 
 def serve(state_dir: Path, port: int = 0, ready_file: Path | None = None, parent_pid: int | None = None) -> None:
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     ledger.create_all(state_dir)
     server = ThreadingHTTPServer(("127.0.0.1", port), WorldHandler)
     server.daemon_threads = True
     server.state_dir = state_dir  # type: ignore[attr-defined]
     server.faults = Faults(state_dir)  # type: ignore[attr-defined]
+    server.token = os.environ.pop(ENV_TOKEN, "")  # type: ignore[attr-defined]
+    protected = {os.getpgid(0)}
     if parent_pid:
+        try:
+            protected.add(os.getpgid(parent_pid))
+        except ProcessLookupError:
+            pass
         threading.Thread(target=_watch_parent, args=(parent_pid, server), daemon=True).start()
+    server.crashes = CrashPlan(protected)  # type: ignore[attr-defined]
+    ready = json.dumps({"port": server.server_address[1], "pid": os.getpid()})
     if ready_file:
         tmp = ready_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"port": server.server_address[1], "pid": os.getpid()}))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps({**json.loads(ready), "token": server.token}))  # type: ignore[attr-defined]
         os.replace(tmp, ready_file)
+    print(ready, flush=True)  # the parent waits for this line
     try:
         server.serve_forever(poll_interval=0.2)
     finally:

@@ -1,0 +1,251 @@
+"""Where untrusted code runs when the grader is root: a dedicated unprivileged user per grading run.
+
+Principle: *untrusted code produces data; a trusted process judges it.* When grading runs as root (a
+CI runner, a Gradescope container, ``.ci/run``), every process that runs a student's code -- the
+kernel, the agents, the workers, the check subject -- runs as ``crashlab-sbN``, a system user made
+on demand, with no supplementary groups, a memory cap and a process cap. That user cannot write the
+installed library, the world's ledgers or the results, cannot signal or trace the grader, and every
+process it ever started dies at the deadline (all processes of the uid are killed: no new session or
+double fork escapes that). Each concurrent grading run holds its own slot, so one run's deadline
+never kills another's processes.
+
+When the grader is not root (a learner's laptop), there is nothing to drop to: grading still runs
+student code in separate processes, and the results say ``isolated: false``.
+
+The active sandbox is handed to child processes of the grader in ``CRASHLAB_SANDBOX`` (JSON), so the
+harness knows to demote the agents it starts.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import json
+import os
+import pwd
+import resource
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ENV_SANDBOX = "CRASHLAB_SANDBOX"
+SLOTS = 8
+SLOT_DIR = Path("/run/crashlab-sandbox")
+MEMORY_LIMIT = 6 * 1024 ** 3      # bytes of address space per process
+PROCESS_LIMIT = 768               # processes and threads of the sandbox user, all together
+
+
+class SandboxError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    uid: int
+    gid: int
+    user: str
+    home: str
+
+    # --- what a child process needs --------------------------------------------------------------
+    def demote(self) -> None:
+        """For ``preexec_fn`` (or a forked child): become the sandbox user, with the caps applied.
+        Runs in the child between fork and exec; raises if any step fails, so nothing runs as root."""
+        os.setgroups([])
+        os.setgid(self.gid)
+        os.setuid(self.uid)
+        if os.getuid() != self.uid or os.geteuid() != self.uid:
+            raise SandboxError("could not drop privileges")
+        apply_limits()
+
+    def env(self, base: dict[str, str]) -> dict[str, str]:
+        env = dict(base)
+        env.update({"HOME": self.home, "USER": self.user, "LOGNAME": self.user,
+                    ENV_SANDBOX: json.dumps(asdict(self))})
+        return env
+
+    def processes(self) -> list[int]:
+        return [pid for pid, uid in _all_processes() if uid == self.uid]
+
+    def kill_all(self, timeout: float = 5.0) -> int:
+        """SIGKILL every process of the sandbox user until none is left; returns how many died."""
+        killed = 0
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pids = self.processes()
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
+        return killed
+
+    def own(self, path: Path) -> None:
+        """Give a folder (and what is in it) to the sandbox user: its scratch space."""
+        for root, dirs, files in os.walk(path):
+            os.chown(root, self.uid, self.gid, follow_symlinks=False)
+            for name in dirs + files:
+                os.chown(os.path.join(root, name), self.uid, self.gid, follow_symlinks=False)
+
+
+def apply_limits() -> None:
+    """Memory and process caps for untrusted code (also used when not isolated, minus the uid)."""
+    for limit, value in ((resource.RLIMIT_AS, MEMORY_LIMIT), (resource.RLIMIT_NPROC, PROCESS_LIMIT),
+                         (resource.RLIMIT_CORE, 0)):
+        try:
+            soft, hard = resource.getrlimit(limit)
+            cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(limit, (cap, cap))
+        except (ValueError, OSError):
+            pass
+
+
+def current() -> Sandbox | None:
+    """The sandbox this process was told to put untrusted children in, if any."""
+    raw = os.environ.get(ENV_SANDBOX)
+    if not raw:
+        return None
+    try:
+        return Sandbox(**json.loads(raw))
+    except (TypeError, ValueError):
+        return None
+
+
+def can_isolate() -> bool:
+    return os.geteuid() == 0
+
+
+class SandboxSlot:
+    """Hold one sandbox user for a grading run (a file lock per slot), creating the user on demand."""
+
+    def __init__(self, home: Path, wait: float = 120.0):
+        if not can_isolate():
+            raise SandboxError("isolation needs root")
+        SLOT_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+        deadline = time.monotonic() + wait
+        self._lock = None
+        while self._lock is None:
+            for slot in range(SLOTS):
+                handle = open(SLOT_DIR / f"slot{slot}.lock", "w")
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    handle.close()
+                    continue
+                self._lock, self.slot = handle, slot
+                break
+            else:
+                if time.monotonic() > deadline:
+                    raise SandboxError(f"all {SLOTS} sandbox slots are busy")
+                time.sleep(0.5)
+        user = f"crashlab-sb{self.slot}"
+        entry = _ensure_user(user)
+        self.sandbox = Sandbox(entry.pw_uid, entry.pw_gid, user, str(home))
+        self.sandbox.kill_all()  # whatever a crashed earlier run left behind
+
+    def close(self) -> None:
+        if self._lock is not None:
+            self.sandbox.kill_all()
+            self._lock.close()
+            self._lock = None
+
+    def __enter__(self) -> Sandbox:
+        return self.sandbox
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _ensure_user(name: str) -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        pass
+    result = subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+                             "--shell", "/usr/sbin/nologin", "--user-group", name],
+                            capture_output=True, text=True)
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        raise SandboxError(f"cannot create the sandbox user {name}: {result.stderr.strip()}") from None
+
+
+def _all_processes() -> list[tuple[int, int]]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            found.append((int(entry), os.stat(f"/proc/{entry}").st_uid))
+        except OSError:
+            pass
+    return found
+
+
+# --- non-root: keep track of what the grader's children started ---------------------------------------------
+def become_subreaper() -> None:
+    """Orphans of our children (a daemon, a double fork) are re-parented to us instead of init, so a
+    grader that is not root can still find and kill everything a submission started."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for pid, _ in _all_processes():
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(pid)
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_descendants(root: int | None = None, keep: set[int] = frozenset(), rounds: int = 20) -> None:
+    root = os.getpid() if root is None else root
+    for _ in range(rounds):
+        pids = [p for p in descendants(root) if p not in keep]
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+        _reap()
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def set_fs_user(sandbox: Sandbox) -> None:
+    """Do this process's file access with the sandbox user's rights (setfsuid), while keeping root's
+    other powers (starting the world, signalling). A trusted check that writes into the student's
+    folder then cannot be tricked by a symlink into writing a file the student could not write."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.setfsgid(sandbox.gid)
+    libc.setfsuid(sandbox.uid)
+    if libc.setfsuid(-1) != sandbox.uid:  # setfsuid returns the previous value: read it back
+        raise SandboxError("setfsuid failed")
