@@ -103,11 +103,25 @@ def _build(args) -> int:
 def _grade(args) -> int:
     from crashlab.grading.grade import GradingError, grade_notebook
 
+    if args.timeout <= 0 or args.deadline <= 0:
+        print("error: --timeout and --deadline must be positive numbers of seconds", file=sys.stderr)
+        return 2
+    if args.json and not Path(args.json).resolve().parent.is_dir():
+        print(f"error: --json {args.json}: the folder {Path(args.json).resolve().parent} does not exist", file=sys.stderr)
+        return 2
+
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, interrupted)
     try:
-        report = grade_notebook(args.notebook, json_out=args.json, cell_timeout=args.timeout, keep=args.keep)
+        report = grade_notebook(args.notebook, json_out=args.json, cell_timeout=args.timeout, keep=args.keep,
+                                deadline=args.deadline, isolate=False if args.no_isolate else None)
     except GradingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("grading interrupted: no score was written", file=sys.stderr)
+        return 130
     print(report)
     print(f"\nscore {report.score:g} / {report.max_score:g}  ({report.seconds:.0f} s)")
     if args.json:
@@ -116,13 +130,24 @@ def _grade(args) -> int:
 
 
 def _result(args) -> int:
-    """Exit 0 when test NAME has full marks in a results file, 1 when not, 2 when it is missing."""
+    """Exit 0 when test NAME has full marks in a results file, 1 when not, 2 when it is missing.
+
+    With ``CRASHLAB_RUN_ID`` set (the classroom workflow sets it), only a results file written by this
+    grading run counts: a stale or committed file scores 0."""
+    import os
+
     try:
         results = json.loads(Path(args.results).read_text())
-        test = next(t for t in results["tests"] if t["name"] == args.test)
-    except (OSError, ValueError, KeyError, StopIteration):
-        print(f"error: no result for {args.test!r} in {args.results}", file=sys.stderr)
+        test = next(t for t in results["tests"] if isinstance(t, dict) and t["name"] == args.test)
+        score, max_score = float(test["score"]), float(test["max_score"])
+    except (OSError, ValueError, KeyError, TypeError, StopIteration):
+        print(f"error: no result for {args.test!r} in {args.results}: 0 points", file=sys.stderr)
         return 2
+    run_id = os.environ.get("CRASHLAB_RUN_ID")
+    if run_id and results.get("run_id") != run_id:
+        print(f"error: {args.results} was not written by this grading run: 0 points", file=sys.stderr)
+        return 2
+    test = {**test, "score": score, "max_score": max_score}
     print(f"{test['name']}: {test['score']:g}/{test['max_score']:g}\n{test['output']}")
     return 0 if test["score"] >= test["max_score"] else 1
 
@@ -198,7 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
     grade = sub.add_parser("grade", help="grade a notebook")
     grade.add_argument("notebook")
     grade.add_argument("--json", help="write Gradescope-shaped results here")
-    grade.add_argument("--timeout", type=int, default=300, help="seconds per cell (default %(default)s)")
+    grade.add_argument("--timeout", type=int, default=120, help="seconds per cell (default %(default)s)")
+    grade.add_argument("--deadline", type=float, default=900, help="seconds for the whole submission (default %(default)s)")
+    grade.add_argument("--no-isolate", action="store_true", help="run student code as yourself even when root")
     grade.add_argument("--keep", action="store_true", help="keep the scratch directory")
     grade.set_defaults(func=_grade)
 

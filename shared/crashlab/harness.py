@@ -90,9 +90,29 @@ class Row:
                           "timed_out": r.timed_out} for r in self.runs]}
 
 
+def run_python(args: list[str], env: dict | None = None, timeout: float = 60.0,
+               cwd: str | Path | None = None) -> subprocess.CompletedProcess:
+    """``python ARGS...`` as a new process that runs a learner's code: in a session of its own, and as
+    the sandbox user while grading as root. Use it instead of ``subprocess.run([sys.executable, ...])``."""
+    sandbox = sandboxes.current()
+    env = dict(os.environ if env is None else env)
+    if sandbox is not None:
+        env = sandbox.env(env)
+    demote = sandbox.demote if sandbox is not None and os.geteuid() == 0 else sandboxes.apply_limits
+    process = subprocess.Popen([sys.executable, *map(str, args)], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True,
+                               preexec_fn=demote)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(process.pid)
+        stdout, stderr = process.communicate()
+    return subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
+
+
 def run_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, crash_at: str | None = None,
               timeout: float = 60.0, extra_env: dict | None = None,
-              launcher: WarmLauncher | None = None) -> ProcessRun:
+              launcher: WarmLauncher | None = None, args: list[str] | None = None) -> ProcessRun:
     """Run ``python AGENT --order ORDER_ID`` once as a new process, in the agent file's directory.
 
     With ``crash_at`` the world is armed first, and kills the process when it sees the request for that
@@ -102,7 +122,7 @@ def run_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, cras
     """
     world.arm_crash(crash_at)
     try:
-        running = start_agent(agent, world, order_id, extra_env=extra_env, launcher=launcher)
+        running = start_agent(agent, world, order_id, extra_env=extra_env, launcher=launcher, args=args)
         run = running.finish(timeout, crash_world=world if crash_at else None)
     finally:
         if crash_at:
@@ -158,9 +178,11 @@ def _kill_group(pid: int) -> None:
 
 
 def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, extra_env: dict | None = None,
-                launcher: WarmLauncher | None = None) -> _Running:
-    """Start one agent process in a process group of its own (as the sandbox user while grading)."""
+                launcher: WarmLauncher | None = None, args: list[str] | None = None) -> _Running:
+    """Start one agent process in a process group of its own (as the sandbox user while grading).
+    ``args`` replaces the default command line ``--order ORDER_ID``."""
     agent = Path(agent).resolve()
+    argv = [str(a) for a in args] if args is not None else ["--order", order_id]
     sandbox = sandboxes.current()
     env = world.env(**(extra_env or {}))
     if sandbox is not None:
@@ -168,14 +190,14 @@ def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, ex
     started = time.time()
     if launcher is None:
         demote = sandbox.demote if sandbox is not None and os.geteuid() == 0 else sandboxes.apply_limits
-        process = subprocess.Popen([sys.executable, str(agent), "--order", order_id], cwd=agent.parent, env=env,
+        process = subprocess.Popen([sys.executable, str(agent), *argv], cwd=agent.parent, env=env,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
                                    start_new_session=True, preexec_fn=demote)
         return _Running(process, started, None)
     output_dir = Path(tempfile.mkdtemp(prefix="agent-output-"))
     if sandbox is not None and os.geteuid() == 0:
         sandbox.own(output_dir)
-    process = launcher.spawn([str(agent), "--order", order_id], agent.parent, env, output_dir / "stdout",
+    process = launcher.spawn([str(agent), *argv], agent.parent, env, output_dir / "stdout",
                              output_dir / "stderr")
     return _Running(process, started, output_dir)
 
@@ -400,4 +422,4 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
                   launcher="warm" if shared else launcher)
 
 
-__all__ = ["crash_test", "crash_row", "run_agent", "start_agent", "double_crash_pairs", "Matrix", "Row", "ProcessRun", "EXPECTATIONS", "BASELINE"]
+__all__ = ["crash_test", "crash_row", "run_agent", "run_python", "start_agent", "double_crash_pairs", "Matrix", "Row", "ProcessRun", "EXPECTATIONS", "BASELINE"]

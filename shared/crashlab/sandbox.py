@@ -47,11 +47,13 @@ class Sandbox:
     gid: int
     user: str
     home: str
+    hide: tuple = ()  # folders the student must not read (the masters): covered by an empty tmpfs
 
     # --- what a child process needs --------------------------------------------------------------
     def demote(self) -> None:
         """For ``preexec_fn`` (or a forked child): become the sandbox user, with the caps applied.
         Runs in the child between fork and exec; raises if any step fails, so nothing runs as root."""
+        hide_paths(self.hide)
         os.setgroups([])
         os.setgid(self.gid)
         os.setuid(self.uid)
@@ -93,6 +95,20 @@ class Sandbox:
                 os.chown(os.path.join(root, name), self.uid, self.gid, follow_symlinks=False)
 
 
+def hide_paths(paths) -> None:
+    """In a mount namespace of this process's own: an empty read-only tmpfs over each path (the
+    masters), and a /proc that shows only the process's own user (no grader command lines)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(0x00020000) != 0:  # CLONE_NEWNS
+        raise SandboxError(f"unshare(CLONE_NEWNS) failed: {os.strerror(ctypes.get_errno())}")
+    if libc.mount(b"none", b"/", None, 0x4000 | 0x40000, None) != 0:  # MS_REC | MS_PRIVATE
+        raise SandboxError("cannot make the mount namespace private")
+    for path in paths:
+        if os.path.isdir(path) and libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", 1, b"size=4k,mode=0555") != 0:
+            raise SandboxError(f"cannot hide {path}")
+    libc.mount(b"proc", b"/proc", b"proc", 0x2 | 0x8 | 0x4, b"hidepid=2")  # nosuid, noexec, nodev
+
+
 def apply_limits() -> None:
     """Memory and process caps for untrusted code (also used when not isolated, minus the uid)."""
     for limit, value in ((resource.RLIMIT_AS, MEMORY_LIMIT), (resource.RLIMIT_NPROC, PROCESS_LIMIT),
@@ -111,7 +127,9 @@ def current() -> Sandbox | None:
     if not raw:
         return None
     try:
-        return Sandbox(**json.loads(raw))
+        data = json.loads(raw)
+        data["hide"] = tuple(data.get("hide", ()))
+        return Sandbox(**data)
     except (TypeError, ValueError):
         return None
 
@@ -123,7 +141,7 @@ def can_isolate() -> bool:
 class SandboxSlot:
     """Hold one sandbox user for a grading run (a file lock per slot), creating the user on demand."""
 
-    def __init__(self, home: Path, wait: float = 120.0):
+    def __init__(self, home: Path, hide: tuple = (), wait: float = 120.0):
         if not can_isolate():
             raise SandboxError("isolation needs root")
         SLOT_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -145,7 +163,7 @@ class SandboxSlot:
                 time.sleep(0.5)
         user = f"crashlab-sb{self.slot}"
         entry = _ensure_user(user)
-        self.sandbox = Sandbox(entry.pw_uid, entry.pw_gid, user, str(home))
+        self.sandbox = Sandbox(entry.pw_uid, entry.pw_gid, user, str(home), tuple(str(p) for p in hide))
         self.sandbox.kill_all()  # whatever a crashed earlier run left behind
 
     def close(self) -> None:

@@ -1,12 +1,16 @@
-"""Grade a submitted notebook.
+"""Grade a submitted notebook. Untrusted code produces data; a trusted process judges it.
 
-1. Find its master in ``solutions/`` and restore every locked cell (test cells included) from it:
-   an edited or deleted test cell comes back as the instructor wrote it, hidden checks included.
-2. Run the notebook in a fresh kernel of its own, in a scratch directory, with a timeout per cell.
-3. Score each test cell from its execution status and outputs (nbgrader's ``determine_grade``).
-4. Run the crash matrix, in separate processes, on the agent files the notebook wrote, and score
-   it from the world's ledgers -- never from values the student's code reports.
-5. Print a table and write Gradescope-shaped JSON.
+1. Find its master in ``solutions/`` and restore every locked cell from it (an edited or deleted
+   given cell comes back as the instructor wrote it).
+2. Run the notebook in a kernel of its own, in a scratch folder -- as an unprivileged sandbox user
+   when grading as root (:mod:`crashlab.sandbox`) -- under one wall-clock deadline. This only
+   produces the student's files (agents, modules); the kernel's check cells award nothing.
+3. The judge (:mod:`crashlab.grading.judge`), a fresh trusted process, runs each master check and
+   calls the student's functions across a process boundary, getting plain data back.
+4. The crash matrices run the student's agents in separate processes and are scored from the world's
+   ledgers, all or nothing: one duplicate, lost order or avoidable repeat zeroes the check.
+5. Every process the submission started is killed; then, and only then, the results are written,
+   atomically. An interrupted grading writes nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ import json
 import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -55,6 +62,8 @@ class GradeReport:
     tests: list[TestResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    isolated: bool = False
+    run_id: str = ""
 
     @property
     def score(self) -> float:
@@ -66,10 +75,11 @@ class GradeReport:
 
     def as_dict(self) -> dict:
         return {"score": self.score, "max_score": self.max_score, "output": "\n".join(self.notes),
-                "execution_time": round(self.seconds, 1), "tests": [t.as_dict() for t in self.tests]}
+                "execution_time": round(self.seconds, 1), "isolated": self.isolated, "run_id": self.run_id,
+                "notebook": self.notebook, "lesson": self.lesson, "tests": [t.as_dict() for t in self.tests]}
 
     def table(self) -> str:
-        rows = [(t.name, f"{t.score:g}", f"{t.max_score:g}", (t.output.splitlines() or ["passed"])[0][:100])
+        rows = [(t.name, f"{t.score:g}", f"{t.max_score:g}", (t.output.splitlines() or ["passed"])[0])
                 for t in self.tests]
         header = ("exercise", "score", "max", "feedback")
         widths = [max(len(r[i]) for r in rows + [header]) for i in range(3)]
@@ -78,6 +88,7 @@ class GradeReport:
         for name, score, max_score, feedback in rows:
             lines.append(f"{name:<{widths[0]}}  {score:>{widths[1]}}  {max_score:>{widths[2]}}  {feedback}")
         lines.append(f"{'total':<{widths[0]}}  {self.score:>{widths[1]}g}  {self.max_score:>{widths[2]}g}")
+        lines.append(f"isolated: {'yes' if self.isolated else 'no (not graded as root: student code ran as you)'}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -190,63 +201,198 @@ def _as_given_to_students(master_cell) -> str:
     return cell.source
 
 
-# --- 2. run it in its own kernel -----------------------------------------------------------------------------
-def execute(nb, workdir: Path, cell_timeout: int) -> tuple[dict[int, str], list[str]]:
-    """Run every cell; return each code cell's execution status and notes about the run."""
-    from nbclient import NotebookClient
-    from nbclient.exceptions import DeadKernelError
+# --- 2. run it, as the student, under the deadline ------------------------------------------------------------
+GRADED_ELSEWHERE = "# graded by the grader, outside this kernel: this cell awards nothing here"
+JUDGE_SETUP_TAG = "judge-setup"
 
-    statuses: dict[int, str] = {}
 
-    def record(cell, cell_index, execute_reply):
-        statuses[cell_index] = (execute_reply or {}).get("content", {}).get("status", "error")
+class Deadline:
+    """One wall-clock limit for the whole submission."""
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CRASHLAB_") or k == "CRASHLAB_ROOT"}
-    client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3", allow_errors=True,
-                            interrupt_on_timeout=True, resources={"metadata": {"path": str(workdir)}},
-                            on_cell_executed=record, extra_arguments=QUIET_KERNEL)
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return max(0.0, self.at - time.monotonic())
+
+    @property
+    def passed(self) -> bool:
+        return self.left() <= 0
+
+
+class Isolation:
+    """Where the submission's processes run, and how they all die: a sandbox user when root."""
+
+    def __init__(self, workdir: Path, want: bool | None, hide: tuple[Path, ...]):
+        from crashlab import sandbox as sandboxes
+
+        self.workdir = workdir
+        self.slot = None
+        self.sandbox = None
+        if want is None:
+            want = sandboxes.can_isolate()
+        if want:
+            self.slot = sandboxes.SandboxSlot(workdir / "home", hide=tuple(hide))
+            self.sandbox = self.slot.sandbox
+        else:
+            sandboxes.become_subreaper()
+        (workdir / "home").mkdir(exist_ok=True)
+        self.private = Path(tempfile.mkdtemp(prefix="crashlab-private-"))  # the worlds' ledgers: ours alone
+        os.chmod(self.private, 0o700)
+        if self.sandbox is not None:
+            self.sandbox.own(workdir)
+            probe = self.popen([sys.executable, "-c", "pass"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            if probe.wait(60) != 0:
+                self.close()
+                raise GradingError(f"the sandbox user cannot run {sys.executable} (is a folder above it private, such as "
+                                   "/root? `make setup` as root makes it traversable) -- or grade with --no-isolate")
+
+    @property
+    def isolated(self) -> bool:
+        return self.sandbox is not None
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("CRASHLAB_") or k in ("CRASHLAB_ROOT", "CRASHLAB_TEMPORAL_BIN")}
+        env.update({"HOME": str(self.workdir / "home"), "JUPYTER_RUNTIME_DIR": str(self.workdir / "home" / "runtime"),
+                    "MPLCONFIGDIR": str(self.workdir / "home" / "mpl"), "CRASHLAB_PRIVATE_DIR": str(self.private),
+                    "PYTHONDONTWRITEBYTECODE": "1"})
+        if self.sandbox is not None:
+            env = self.sandbox.env(env)
+        return env
+
+    def popen(self, cmd: list[str], **kwargs) -> subprocess.Popen:
+        """Start untrusted code: as the sandbox user, in a session of its own, with the caps."""
+        from crashlab import sandbox as sandboxes
+
+        demote = self.sandbox.demote if self.sandbox is not None else sandboxes.apply_limits
+        return subprocess.Popen(cmd, cwd=self.workdir, env=self.env(), start_new_session=True, preexec_fn=demote,
+                                **kwargs)
+
+    def kill_everything(self) -> None:
+        """Every process the submission started, whatever its session or signal handlers."""
+        from crashlab import sandbox as sandboxes
+
+        if self.sandbox is not None:
+            self.sandbox.kill_all()
+        else:
+            sandboxes.kill_descendants()
+
+    def close(self) -> None:
+        self.kill_everything()
+        if self.slot is not None:
+            self.slot.close()
+        shutil.rmtree(self.private, ignore_errors=True)
+
+
+def run_submission(nb, isolation: Isolation, deadline: Deadline, cell_timeout: int) -> list[str]:
+    """Run the notebook as the student until it ends or the deadline passes; return notes."""
+    source, target = isolation.workdir / "submission.ipynb", isolation.workdir / ".executed.ipynb"
+    nbformat.write(nb, source)
+    if isolation.sandbox is not None:
+        isolation.sandbox.own(isolation.workdir)
+    process = isolation.popen([sys.executable, "-m", "crashlab.grading.run_notebook", str(source), str(target),
+                               str(cell_timeout), str(isolation.workdir)],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     notes = []
-    old_env = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)
     try:
-        client.execute(cwd=str(workdir))
-    except DeadKernelError:
-        notes.append("the kernel died while running the notebook; cells after that point were not run")
-    except Exception as exc:  # a kernel that fails to start, a timeout we could not interrupt
-        notes.append(f"the notebook did not run to the end ({type(exc).__name__}: {str(exc)[:200]})")
-    finally:
-        os.environ.clear()
-        os.environ.update(old_env)
-    return statuses, notes
+        _, err = process.communicate(timeout=max(1.0, deadline.left()))
+        notes += [line for line in err.decode(errors="replace").splitlines() if line.startswith("the ")][:3]
+    except subprocess.TimeoutExpired:
+        notes.append(f"the notebook was still running at the deadline ({deadline.seconds:.0f} s): it was stopped, "
+                     "and every process it started was killed")
+    isolation.kill_everything()
+    process.wait()
+    return notes
 
 
-def score_test_cell(cell, status: str | None) -> TestResult:
+def checks_in_kernel(master) -> bool:
+    """Lessons whose checks still run in the student's kernel (their answers are functions defined in
+    cells, or need an engine's test harness in-process); the judge cannot call those across a process
+    boundary yet. Their scores come from the executed notebook and are marked as such."""
+    return bool(master.metadata.get("crashlab", {}).get("checks_in_kernel"))
+
+
+def score_kernel_checks(workdir: Path) -> list[TestResult]:
     from nbgrader.utils import determine_grade
 
-    meta = nbgrader_meta(cell)
-    max_score = float(meta["points"])
-    name = meta["grade_id"]
-    if status is None:
-        return TestResult(name, 0.0, max_score, "this check did not run (an earlier cell stopped the notebook)", "cell")
-    errors = [o for o in cell.outputs if o.output_type == "error"]
-    stderr = "".join(o.text for o in cell.outputs if o.output_type == "stream" and o.name == "stderr")
-    if errors:
-        error = errors[0]
-        return TestResult(name, 0.0, max_score, _error_feedback(error), "cell")
-    if status != "ok":
-        return TestResult(name, 0.0, max_score, "the check did not complete successfully", "cell")
-    score, _ = determine_grade(cell)
-    if stderr and score == 0:
-        return TestResult(name, 0.0, max_score, "the check wrote to stderr:\n" + ANSI.sub("", stderr)[-800:], "cell")
-    score = max_score if score is None else float(score)
-    return TestResult(name, score, max_score, "passed" if score == max_score else f"partial credit {score:g}", "cell")
+    executed = workdir / ".executed.ipynb"
+    try:
+        nb = nbformat.read(executed, as_version=4)
+    except Exception:  # noqa: BLE001 -- missing or damaged: nothing ran
+        return []
+    results = []
+    for cell in nb.cells:
+        if cell.cell_type != "code" or not is_test_cell(cell):
+            continue
+        meta = nbgrader_meta(cell)
+        points, name = float(meta["points"]), meta["grade_id"]
+        errors = [o for o in cell.outputs if o.get("output_type") == "error"]
+        if errors:
+            results.append(TestResult(name, 0.0, points, f"{errors[0].get('ename')}: {errors[0].get('evalue')}"[:1500],
+                                      "kernel"))
+            continue
+        if cell.get("execution_count") is None:
+            results.append(TestResult(name, 0.0, points, "this check did not run", "kernel"))
+            continue
+        score, _ = determine_grade(cell)
+        score = points if score is None else float(score)
+        results.append(TestResult(name, score, points, "passed (checked in your kernel)" if score == points else
+                                  "the check wrote to stderr", "kernel"))
+    return results
 
 
-def _error_feedback(error) -> str:
-    frames = [ANSI.sub("", line) for line in error.get("traceback", [])]
-    tail = "\n".join(frames)[-1200:]
-    return f"{error.get('ename')}: {error.get('evalue')}\n{tail}".strip()
+def blank_test_cells(nb) -> None:
+    """The kernel's copies of the checks give the learner feedback; while grading they award nothing,
+    so they are not run there at all. The judge runs the master's own copies."""
+    for cell in nb.cells:
+        if cell.cell_type == "code" and is_test_cell(cell):
+            cell.source = GRADED_ELSEWHERE
+            cell.outputs = []
+
+
+# --- 3. the judge: the master's checks, in a trusted process --------------------------------------------------
+def judge_checks(master, isolation: Isolation, deadline: Deadline) -> list[TestResult]:
+    tests = [c for c in master.cells if c.cell_type == "code" and is_test_cell(c)]
+    if not tests:
+        return []
+    preamble = "\n".join(c.source for c in master.cells
+                         if c.cell_type == "code" and JUDGE_SETUP_TAG in c.metadata.get("tags", []))
+    job = {"workdir": str(isolation.workdir), "preamble": preamble,
+           "timeout": float(master.metadata.get("crashlab", {}).get("check_timeout", 240)),
+           "checks": [{"name": grade_id(c), "source": c.source} for c in tests]}
+    env = isolation.env()
+    process = subprocess.Popen([sys.executable, "-m", "crashlab.grading.judge"], cwd=isolation.workdir, env=env,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    results: dict[str, dict] = {}
+    try:
+        out, _ = process.communicate(json.dumps(job).encode(), timeout=max(1.0, deadline.left()))
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        out, _ = process.communicate()
+    for line in out.decode(errors="replace").splitlines():
+        try:
+            result = json.loads(line)
+            results[result["name"]] = result
+        except (ValueError, KeyError, TypeError):
+            continue
+    graded = []
+    for cell in tests:
+        meta = nbgrader_meta(cell)
+        points = float(meta["points"])
+        result = results.get(meta["grade_id"])
+        if result is None:
+            why = ("timed out: the submission's deadline passed before this check ran" if deadline.passed
+                   else "this check did not complete")
+            graded.append(TestResult(meta["grade_id"], 0.0, points, why, "check"))
+        else:
+            passed = result.get("passed") is True
+            graded.append(TestResult(meta["grade_id"], points if passed else 0.0, points,
+                                     str(result.get("feedback", ""))[:3000], "check"))
+    return graded
+
 
 
 # --- 3. the crash matrix, in separate processes ----------------------------------------------------------------
@@ -273,49 +419,93 @@ def score_matrix_check(check: dict, workdir: Path, needs=None) -> TestResult:
                         launcher=check.get("launcher", "warm"), preload=tuple(check.get("preload", ())),
                         extra_env=needs.env_for(check))
     ok_rows = sum(row.ok for row in matrix.rows)
-    score = round(max_score * ok_rows / len(matrix.rows), 2)
-    output = (f"{ok_rows}/{len(matrix.rows)} crash points clean (expected: {matrix.as_dict()['expectation']})")
+    # Safety is all or nothing: one duplicate effect, lost order or avoidable repeat zeroes the check.
+    score = max_score if ok_rows == len(matrix.rows) else 0.0
+    output = (f"{ok_rows}/{len(matrix.rows)} crash points clean (expected: {matrix.as_dict()['expectation']}); "
+              + ("all clean" if score else "any failing crash point scores 0 for this check"))
     problems = matrix.problems()
     if problems:
-        output += "\n" + "\n".join(f"- {p}" for p in problems[:12])
-        if len(problems) > 12:
-            output += f"\n- ... and {len(problems) - 12} more"
+        output += "\n" + "\n".join(f"- {p}" for p in problems)
     return TestResult(name, score, max_score, output, "matrix")
 
 
 # --- the whole thing --------------------------------------------------------------------------------------------
+DEFAULT_DEADLINE = 900.0  # seconds for one submission, everything included
+
+
 def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | None = None,
-                   solutions: Path | None = None, cell_timeout: int = 300, keep: bool = False) -> GradeReport:
+                   solutions: Path | None = None, cell_timeout: int = 120, deadline: float = DEFAULT_DEADLINE,
+                   isolate: bool | None = None, keep: bool = False) -> GradeReport:
+    """Grade one submission. ``isolate``: None means "when root"; True insists; False never isolates.
+
+    An interrupted grading (Ctrl-C, SIGTERM raised as KeyboardInterrupt) writes no results and re-raises.
+    """
+    if deadline <= 0 or cell_timeout <= 0:
+        raise GradingError("the deadline and the cell timeout must be positive numbers of seconds")
     started = time.time()
     path = Path(path).resolve()
-    solutions = solutions or repo_root() / "solutions"
+    solutions = (solutions or repo_root() / "solutions").resolve()
     submission = read_submission(path)
     master_path = find_master(submission, path, solutions)
     master = nbformat.read(master_path, as_version=4)
     nb, notes = restore_locked_cells(submission, master)
     skip_demo_cells(nb)
-    report = GradeReport(path.name, lesson_of(master) or "?", notes=notes)
+    in_kernel = checks_in_kernel(master)
+    if not in_kernel:
+        blank_test_cells(nb)
+    report = GradeReport(path.name, lesson_of(master) or "?", notes=notes,
+                         run_id=os.environ.get("CRASHLAB_RUN_ID", ""))
+    limit = Deadline(deadline)
     workdir = Path(tempfile.mkdtemp(prefix="crashlab-grade-"))
+    os.chmod(workdir, 0o755)
+    isolation = None
+    saved_env = dict(os.environ)
     try:
-        statuses, run_notes = execute(nb, workdir, cell_timeout)
-        report.notes += run_notes
-        for index, cell in enumerate(nb.cells):
-            if cell.cell_type == "code" and is_test_cell(cell):
-                report.tests.append(score_test_cell(cell, statuses.get(index)))
-        with Needs(workdir / ".crashlab" / "servers") as needs:
+        isolation = Isolation(workdir, isolate, hide=(solutions,))
+        report.isolated = isolation.isolated
+        report.notes += run_submission(nb, isolation, limit, cell_timeout)
+        if in_kernel:
+            report.tests += score_kernel_checks(workdir)
+            report.notes.append("this lesson's checks ran in the notebook's own kernel (as the sandbox user when "
+                                "isolated), not in the judge: see the README's threat model")
+        else:
+            report.tests += judge_checks(master, isolation, limit)
+        isolation.kill_everything()
+        os.environ.clear()
+        os.environ.update({**saved_env, **{k: v for k, v in isolation.env().items() if k.startswith("CRASHLAB_")}})
+        with Needs(isolation.private / "servers") as needs:
             for check in master.metadata.get("crashlab", {}).get("matrix_checks", []):
+                if limit.passed:
+                    report.tests.append(TestResult(check["name"], 0.0, float(check["points"]),
+                                                   "timed out: the submission's deadline passed first", "matrix"))
+                    continue
+                check = {**check, "timeout": min(float(check.get("timeout", 60)), max(5.0, limit.left()))}
                 report.tests.append(score_matrix_check(check, workdir, needs))
         if not report.tests:
             raise GradingError(f"{master_path.name} has no graded cells")
     finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        if isolation is not None:
+            isolation.close()  # every process the submission started is dead before anything is written
         if keep:
             report.notes.append(f"scratch directory kept at {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
     report.seconds = time.time() - started
     if json_out:
-        Path(json_out).write_text(json.dumps(report.as_dict(), indent=2) + "\n")
+        write_results(report, Path(json_out))
     return report
 
 
-__all__ = ["grade_notebook", "GradingError", "GradeReport", "restore_locked_cells", "is_answer_cell"]
+def write_results(report: GradeReport, target: Path) -> None:
+    """Atomically: a reader sees the old file or the whole new one, never a half-written one."""
+    target = target.resolve()
+    fd, tmp = tempfile.mkstemp(prefix=".results-", dir=target.parent)
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(report.as_dict(), indent=2) + "\n")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, target)
+
+
+__all__ = ["grade_notebook", "GradingError", "GradeReport", "restore_locked_cells", "is_answer_cell", "write_results"]

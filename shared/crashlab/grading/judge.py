@@ -1,0 +1,335 @@
+"""The judge: a fresh trusted process that runs each graded check and decides its points.
+
+A check is the master's test cell (visible and hidden parts), run here -- never in the student's
+kernel, so nothing the student's cells did to their kernel (input transformers, redefined helpers,
+patched ``assert`` machinery) reaches it. When a check imports one of the student's modules it gets a
+proxy: every call crosses into a *subject* process (:mod:`crashlab.grading.subject`) that runs as the
+sandbox user, and only plain data comes back (see :mod:`crashlab.grading.remote`). The asserts run
+here, and the hidden expectations never leave this process.
+
+The grader starts ``python -m crashlab.grading.judge`` with a JSON job on stdin and reads one JSON
+result per check from stdout.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from crashlab import sandbox as sandboxes
+from crashlab.grading.remote import decode, dumps, encode
+
+HIDDEN_BEGIN, HIDDEN_END = "# BEGIN HIDDEN TESTS", "# END HIDDEN TESTS"
+# What every check may use without importing it (the lessons' notebooks import these early on).
+BASE_PREAMBLE = """
+import json, os, subprocess, sys, time
+from pathlib import Path
+import anthropic
+import crashlab
+from crashlab.agent import MAX_TOKENS, MODEL, TOOLS
+"""
+
+
+class StudentCodeError(Exception):
+    """Base of the local stand-ins for exceptions the student's code raised."""
+
+
+class SubjectGone(RuntimeError):
+    pass
+
+
+class Subject:
+    """The judge's end of one subject process."""
+
+    def __init__(self, workdir: Path, deadline: float):
+        self.workdir = workdir
+        self.deadline = deadline
+        self.callbacks: dict[int, object] = {}
+        self.lock = threading.RLock()
+        req_read, self._req = os.pipe()
+        self._rep, rep_write = os.pipe()
+        sandbox = sandboxes.current()
+        env = {k: v for k, v in os.environ.items() if k not in ("CRASHLAB_PRIVATE_DIR",)}
+        if sandbox is not None:
+            env = sandbox.env(env)
+        demote = sandbox.demote if sandbox is not None and os.geteuid() == 0 else sandboxes.apply_limits
+        self._log = open(workdir / ".crashlab-subject.log", "ab")
+        self.process = subprocess.Popen([sys.executable, "-m", "crashlab.grading.subject", str(req_read), str(rep_write)],
+                                        cwd=workdir, env=env, pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL,
+                                        stdout=self._log, stderr=self._log, start_new_session=True, preexec_fn=demote)
+        os.close(req_read)
+        os.close(rep_write)
+        self._buffer = b""
+
+    # --- values --------------------------------------------------------------------------------------
+    def local(self, data: dict):
+        tag = data.get("$")
+        if tag == "ref":
+            return Remote(self, int(data["id"]), str(data.get("type", "object")))
+        if tag == "class":
+            return exception_class([str(n) for n in data["mro"]])
+        raise ValueError(f"the student's process sent an unknown value tag {tag!r}")
+
+    def remote_arg(self, value) -> dict:
+        if isinstance(value, Remote):
+            return {"$": "ref", "id": value._id}
+        if callable(value):
+            self.callbacks[id(value)] = value
+            return {"$": "callback", "id": id(value)}
+        raise TypeError(f"cannot send a {type(value).__name__} to the student's code")
+
+    # --- the protocol ---------------------------------------------------------------------------------
+    def request(self, message: dict):
+        # The check may have started a world since: the student's code sees the same endpoints.
+        message["env"] = {k: v for k, v in os.environ.items()
+                          if k in ("CRASHLAB_MODEL_URL", "CRASHLAB_SERVICES_URL", "CRASHLAB_STATE_DIR")}
+        with self.lock:
+            self._send(message)
+            while True:
+                reply = self._receive()
+                if "callback" in reply:
+                    self._answer_callback(reply)
+                    continue
+                if "error" in reply:
+                    raise remote_exception(reply["error"])
+                return decode(reply["value"], self.local)
+
+    def _answer_callback(self, message: dict) -> None:
+        function = self.callbacks.get(message["callback"])
+        try:
+            args = decode(message["args"], self.local)
+            kwargs = decode(message["kwargs"], self.local)
+            result = function(*args, **kwargs)
+            self._send({"callback_result": encode(result, self.remote_arg)})
+        except Exception as exc:  # noqa: BLE001 -- reported to the subject, which raises it there
+            self._send({"callback_error": f"{type(exc).__name__}: {exc}"})
+
+    def _send(self, message: dict) -> None:
+        try:
+            os.write(self._req, dumps(message))
+        except OSError:
+            raise SubjectGone("the process running your code is gone") from None
+
+    def _receive(self) -> dict:
+        while b"\n" not in self._buffer:
+            remaining = self.deadline - time.monotonic()
+            if remaining <= 0:
+                self.close()
+                raise TimeoutError("your code did not answer before the check's time limit")
+            if not select.select([self._rep], [], [], min(remaining, 1.0))[0]:
+                continue
+            chunk = os.read(self._rep, 1 << 16)
+            if not chunk:
+                raise SubjectGone("the process running your code exited (or was killed) in the middle of a call")
+            self._buffer += chunk
+            if len(self._buffer) > 64 << 20:
+                self.close()
+                raise SubjectGone("your code sent back more than 64 MB")
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        try:
+            return json.loads(line)
+        except ValueError:
+            raise SubjectGone("the process running your code sent something that is not JSON") from None
+
+    def close(self) -> None:
+        for fd in (self._req, self._rep):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._req = self._rep = -1
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.process.wait()
+        self._log.close()
+
+
+class Remote:
+    """An object that lives in the student's process."""
+
+    __slots__ = ("_subject", "_id", "_type")
+
+    def __init__(self, subject: Subject, ref: int, type_name: str):
+        object.__setattr__(self, "_subject", subject)
+        object.__setattr__(self, "_id", ref)
+        object.__setattr__(self, "_type", type_name)
+
+    def __getattr__(self, name: str):
+        return self._subject.request({"op": "getattr", "id": self._id, "name": name})
+
+    def __call__(self, *args, **kwargs):
+        return self._subject.request({"op": "call", "id": self._id, "args": encode(list(args), self._subject.remote_arg),
+                                      "kwargs": encode(kwargs, self._subject.remote_arg)})
+
+    def __repr__(self) -> str:
+        return f"<{self._type} in your code>"
+
+
+# --- exceptions from the student's process ---------------------------------------------------------------
+_classes: dict[str, type] = {}
+_SAFE = re.compile(r"[^A-Za-z0-9_]")
+
+
+def exception_class(mro: list[str]) -> type:
+    """A local class for a remote exception class: the real one for builtins and the course library
+    (already imported here), a stand-in named like it otherwise."""
+    base: type = StudentCodeError
+    for name in reversed(mro):  # from the most general class to the most specific
+        module, _, qualname = name.rpartition(".")
+        known = _trusted_class(module, qualname)
+        if known is not None:
+            base = known
+            continue
+        if name not in _classes:
+            _classes[name] = type(_SAFE.sub("_", qualname) or "StudentError", (base,), {"__module__": "your code"})
+        base = _classes[name]
+    return base
+
+
+def _trusted_class(module: str, qualname: str) -> type | None:
+    owner = builtins if module == "builtins" else sys.modules.get(module)
+    if owner is None or not (module == "builtins" or module.startswith("crashlab.")):
+        return None
+    value = owner
+    for part in qualname.split("."):
+        value = getattr(value, part, None)
+    return value if isinstance(value, type) and issubclass(value, BaseException) else None
+
+
+def remote_exception(error: dict) -> BaseException:
+    cls = exception_class([str(n) for n in error.get("mro", [])])
+    exc = cls.__new__(cls)
+    BaseException.__init__(exc, str(error.get("message", "")))
+    for key, value in (error.get("attrs") or {}).items():
+        try:
+            setattr(exc, key, value)
+        except (AttributeError, TypeError):
+            pass
+    exc.__student__ = f"{error.get('mro', ['?'])[0].rpartition('.')[2]}: {error.get('message', '')}"
+    exc.__where__ = error.get("where", "")
+    return exc
+
+
+# --- the student's modules, as proxies ----------------------------------------------------------------------
+class StudentModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """``import keys`` inside a check gives a proxy for the student's ``keys.py``."""
+
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+        self.subject: Subject | None = None
+
+    def find_spec(self, name, path=None, target=None):
+        if path is None and "." not in name and (self.workdir / f"{name}.py").is_file():
+            return importlib.machinery.ModuleSpec(name, self)
+        return None
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        if self.subject is None:
+            raise SubjectGone("no process is running your code")
+        remote = self.subject.request({"op": "import", "name": module.__name__})
+        module.__getattr__ = remote.__getattr__  # PEP 562: every other name is looked up remotely
+        module.__student__ = True
+
+    def forget(self) -> None:
+        for name in [n for n, m in sys.modules.items() if getattr(m, "__student__", False)]:
+            del sys.modules[name]
+
+
+# --- running checks -----------------------------------------------------------------------------------------
+def hidden_lines(source: str) -> set[int]:
+    lines, inside = set(), False
+    for number, line in enumerate(source.splitlines(), start=1):
+        if line.strip() == HIDDEN_BEGIN:
+            inside = True
+        if inside:
+            lines.add(number)
+        if line.strip() == HIDDEN_END:
+            inside = False
+    return lines
+
+
+def feedback(exc: BaseException, source: str) -> str:
+    """Words for a failed check: what was expected and what came back, never a hidden line of code."""
+    student = getattr(exc, "__student__", None)
+    if student:
+        where = getattr(exc, "__where__", "")
+        return f"your code raised {student}" + (f" ({where})" if where else "")
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<check>"]
+    line = frames[-1].lineno if frames else None
+    hidden = line in hidden_lines(source) if line else True
+    message = str(exc).strip()
+    if isinstance(exc, AssertionError):
+        if message:
+            return f"check failed: {message}"
+        if not hidden:
+            return f"check failed: {source.splitlines()[line - 1].strip()}"
+        return "a hidden check failed (it has no message: compare your answer with every requirement in the text)"
+    return f"{type(exc).__name__}: {message}"[:1500]
+
+
+def run_check(check: dict, preamble: str, workdir: Path, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    finder = StudentModules(workdir)
+    subject = Subject(workdir, deadline)
+    finder.subject = subject
+    sys.meta_path.insert(0, finder)
+    namespace = {"__name__": "__check__"}
+    exec(compile(BASE_PREAMBLE, "<base>", "exec"), namespace)  # noqa: S102
+    started = time.monotonic()
+    try:
+        exec(compile(preamble, "<preamble>", "exec"), namespace)  # noqa: S102 -- the master's own code
+        exec(compile(check["source"], "<check>", "exec"), namespace)  # noqa: S102
+        result = {"name": check["name"], "passed": True, "feedback": "passed"}
+    except BaseException as exc:  # noqa: BLE001 -- any failure is a failed check, with words for why
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        result = {"name": check["name"], "passed": False, "feedback": feedback(exc, check["source"])}
+    finally:
+        sys.meta_path.remove(finder)
+        finder.forget()
+        subject.close()
+        _stop_lesson_worlds()
+    result["seconds"] = round(time.monotonic() - started, 2)
+    return result
+
+
+def _stop_lesson_worlds() -> None:
+    from crashlab.lesson import stop_worlds
+
+    stop_worlds()
+
+
+def main() -> None:
+    job = json.loads(sys.stdin.read())
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # whatever a check prints goes to stderr; stdout carries only the results
+    sandbox = sandboxes.current()
+    if sandbox is not None and os.geteuid() == 0:
+        sandboxes.set_fs_user(sandbox)  # write into the student's folder with the student's rights only
+    workdir = Path(job["workdir"])
+    os.chdir(workdir)
+    for check in job["checks"]:
+        result = run_check(check, job.get("preamble", ""), workdir, float(job.get("timeout", 300)))
+        out.write(json.dumps(result) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""Calling a student's code across a process boundary, getting plain data back.
+
+The trusted side (the judge, see :mod:`crashlab.grading.judge`) imports a student module as a proxy;
+every attribute read and call goes to the *subject*, a separate process that runs as the sandbox user
+and really imports the student's file. What comes back is JSON: plain values, or a reference to an
+object that stayed in the subject, or an exception described by its class names and message. Nothing
+the subject sends is ever unpickled or executed by the judge, so a student's code can choose what its
+functions return -- as any answer can -- but cannot change how the judge compares it.
+
+The encoding tags every non-JSON value: ``{"$": "tuple", "v": [...]}``, ``{"$": "dict", "v": [[k, v],
+...]}``, ``{"$": "path", "v": "..."}``, ``{"$": "ref", "id": 3, "type": "SqliteLedger"}``,
+``{"$": "class", "mro": [...]}`` and, from the judge only, ``{"$": "callback", "id": 1}`` (a function of
+the judge's that the subject may call back, with plain data).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import PurePath
+
+PRIMITIVES = (str, int, float, bool, type(None))
+
+
+def encode(value, refs) -> object:
+    """``refs(value) -> dict`` makes a reference for anything that is not plain data."""
+    if isinstance(value, bool) or value is None or type(value) in (str, int, float):
+        return value
+    if type(value) is list:
+        return [encode(v, refs) for v in value]
+    if type(value) is tuple:
+        return {"$": "tuple", "v": [encode(v, refs) for v in value]}
+    if type(value) is dict:
+        return {"$": "dict", "v": [[encode(k, refs), encode(v, refs)] for k, v in value.items()]}
+    if isinstance(value, PurePath):
+        return {"$": "path", "v": str(value)}
+    if type(value) is bytes:
+        return {"$": "bytes", "v": value.decode("latin-1")}
+    return refs(value)
+
+
+def decode(data, resolve) -> object:
+    """``resolve(tagged dict) -> object`` turns a reference or a callback into a local object."""
+    if isinstance(data, list):
+        return [decode(v, resolve) for v in data]
+    if not isinstance(data, dict):
+        if not isinstance(data, PRIMITIVES):
+            raise ValueError(f"not plain data: {type(data).__name__}")
+        return data
+    tag = data.get("$")
+    if tag == "tuple":
+        return tuple(decode(v, resolve) for v in data["v"])
+    if tag == "dict":
+        return {_hashable(decode(k, resolve)): decode(v, resolve) for k, v in data["v"]}
+    if tag == "path":
+        from pathlib import Path
+
+        return Path(str(data["v"]))
+    if tag == "bytes":
+        return str(data["v"]).encode("latin-1")
+    return resolve(data)
+
+
+def _hashable(key):
+    return tuple(key) if isinstance(key, list) else key
+
+
+def dumps(message: dict) -> bytes:
+    return (json.dumps(message) + "\n").encode()

@@ -1,0 +1,39 @@
+"""Run a submitted notebook in a kernel, as the student: ``python -m crashlab.grading.run_notebook IN OUT``.
+
+Started by the grader in a process of its own (as the sandbox user while grading as root), so the
+kernel and everything the notebook starts can be killed together at the deadline. What it produces --
+the agent files the notebook writes, and the executed notebook -- is untrusted data; no point is
+awarded from it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import nbformat
+
+
+def main() -> int:
+    from nbclient import NotebookClient
+    from nbclient.exceptions import DeadKernelError
+
+    source, target, cell_timeout, workdir = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    nb = nbformat.read(source, as_version=4)
+    client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3", allow_errors=True,
+                            interrupt_on_timeout=True, resources={"metadata": {"path": workdir}},
+                            extra_arguments=["--IPKernelApp.log_level=ERROR"])
+    status = 0
+    try:
+        client.execute(cwd=workdir)
+    except DeadKernelError:
+        print("the kernel died while running the notebook; cells after that point were not run", file=sys.stderr)
+        status = 3
+    except Exception as exc:  # noqa: BLE001 -- a kernel that would not start, a timeout it could not interrupt
+        print(f"the notebook did not run to the end ({type(exc).__name__}: {str(exc)[:200]})", file=sys.stderr)
+        status = 3
+    nbformat.write(nb, target)
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
