@@ -2,7 +2,9 @@
 
 Each lesson is graded once (``crashlab grade ... --json``) in a setup step; then every exercise is a
 ``autograding-command-grader`` step whose command only reads that lesson's results
-(``crashlab result FILE --test NAME``), so a notebook runs once however many exercises it has.
+(``crashlab result FILE --test NAME``), so a notebook runs once however many exercises it has. Results
+files are deleted before grading, and each carries the run's id (``CRASHLAB_RUN_ID``): a committed,
+stale, missing or unparsable results file scores 0.
 """
 
 from __future__ import annotations
@@ -42,8 +44,11 @@ def workflow(solutions: Path | None = None) -> str:
         "        with:",
         "          python-version: '3.11'",
         "      - name: Set up the course and grade every notebook once",
+        "        env:",
+        "          CRASHLAB_RUN_ID: ${{ github.run_id }}-${{ github.run_attempt }}",
         "        run: |",
         "          make setup",
+        "          rm -f results-*.json  # a committed or stale results file never counts",
     ]
     ids = []
     for master in sorted(solutions.glob("*.ipynb")):
@@ -56,6 +61,8 @@ def workflow(solutions: Path | None = None) -> str:
                 f"      - name: {master.stem} {name}",
                 f"        id: {step_id}",
                 "        uses: classroom-resources/autograding-command-grader@v1",
+                "        env:",
+                "          CRASHLAB_RUN_ID: ${{ github.run_id }}-${{ github.run_attempt }}",
                 "        with:",
                 f"          test-name: {json.dumps(f'{master.stem} {name}')}",
                 f"          command: .venv/bin/crashlab result results-{master.stem}.json --test {name}",

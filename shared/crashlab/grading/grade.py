@@ -248,16 +248,36 @@ class Isolation:
                 raise GradingError(f"the sandbox user cannot run {sys.executable} (is a folder above it private, such as "
                                    "/root? `make setup` as root makes it traversable) -- or grade with --no-isolate")
 
+    def give_lesson_files(self, lessons: list[str], solutions: Path) -> None:
+        """A lesson that runs earlier lessons' reference agents gets just those files, not the masters."""
+        from crashlab.grading.notebooks import written_files
+
+        target = self.workdir / "home" / "lesson-files"
+        for master in sorted(solutions.glob("*.ipynb")):
+            nb = nbformat.read(master, as_version=4)
+            if lesson_of(nb) in lessons:
+                (target / lesson_of(nb)).mkdir(parents=True, exist_ok=True)
+                for name, source in written_files(nb).items():
+                    (target / lesson_of(nb) / name).write_text(source)
+        self.lesson_files = target
+        if self.sandbox is not None:
+            self.sandbox.own(self.workdir / "home")
+
     @property
     def isolated(self) -> bool:
         return self.sandbox is not None
 
-    def env(self) -> dict[str, str]:
+    def env(self, trusted: bool = True) -> dict[str, str]:
+        """The environment of a process of the grading run; only trusted ones learn the private folder."""
         env = {k: v for k, v in os.environ.items()
                if not k.startswith("CRASHLAB_") or k in ("CRASHLAB_ROOT", "CRASHLAB_TEMPORAL_BIN")}
         env.update({"HOME": str(self.workdir / "home"), "JUPYTER_RUNTIME_DIR": str(self.workdir / "home" / "runtime"),
                     "MPLCONFIGDIR": str(self.workdir / "home" / "mpl"), "CRASHLAB_PRIVATE_DIR": str(self.private),
                     "PYTHONDONTWRITEBYTECODE": "1"})
+        if getattr(self, "lesson_files", None):
+            env["CRASHLAB_LESSON_FILES"] = str(self.lesson_files)
+        if not trusted:
+            env.pop("CRASHLAB_PRIVATE_DIR")
         if self.sandbox is not None:
             env = self.sandbox.env(env)
         return env
@@ -267,7 +287,8 @@ class Isolation:
         from crashlab import sandbox as sandboxes
 
         demote = self.sandbox.demote if self.sandbox is not None else sandboxes.apply_limits
-        return subprocess.Popen(cmd, cwd=self.workdir, env=self.env(), start_new_session=True, preexec_fn=demote,
+        return subprocess.Popen(cmd, cwd=self.workdir, env=self.env(trusted=False), start_new_session=True,
+                                preexec_fn=demote,
                                 **kwargs)
 
     def kill_everything(self) -> None:
@@ -463,6 +484,9 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
     try:
         isolation = Isolation(workdir, isolate, hide=(solutions,))
         report.isolated = isolation.isolated
+        uses = master.metadata.get("crashlab", {}).get("uses_lessons", [])
+        if uses:
+            isolation.give_lesson_files(uses, solutions)
         report.notes += run_submission(nb, isolation, limit, cell_timeout)
         if in_kernel:
             report.tests += score_kernel_checks(workdir)
