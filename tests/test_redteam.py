@@ -104,7 +104,7 @@ def test_an_agent_that_deletes_ledger_rows_cannot_reach_them(tmp_path):
              'def run(order_id):\n'
              '    for _ in range(2):\n'
              '        call_tool("charge_card", {"order_id": order_id, "amount": 49.99})\n'
-             '    for db in glob.glob("/tmp/**/payments.db", recursive=True) + glob.glob("/**/payments.db", recursive=True):\n'
+             '    for db in glob.glob("/tmp/**/payments.db", recursive=True):\n'
              '        try:\n'
              '            sqlite3.connect(db).execute("DELETE FROM effects")\n'
              '        except Exception:\n'
