@@ -94,14 +94,10 @@ def run_python(args: list[str], env: dict | None = None, timeout: float = 60.0,
                cwd: str | Path | None = None) -> subprocess.CompletedProcess:
     """``python ARGS...`` as a new process that runs a learner's code: in a session of its own, and as
     the sandbox user while grading as root. Use it instead of ``subprocess.run([sys.executable, ...])``."""
-    sandbox = sandboxes.current()
-    env = dict(os.environ if env is None else env)
-    if sandbox is not None:
-        env = sandbox.env(env)
-    demote = sandbox.demote if sandbox is not None and os.geteuid() == 0 else sandboxes.apply_limits
+    env = sandboxes.child_env(dict(os.environ if env is None else env))
     process = subprocess.Popen([sys.executable, *map(str, args)], cwd=cwd, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True,
-                               preexec_fn=demote)
+                               preexec_fn=sandboxes.preexec())
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -183,20 +179,15 @@ def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, ex
     ``args`` replaces the default command line ``--order ORDER_ID``."""
     agent = Path(agent).resolve()
     argv = [str(a) for a in args] if args is not None else ["--order", order_id]
-    sandbox = sandboxes.current()
-    env = world.env(**(extra_env or {}))
-    if sandbox is not None:
-        env = sandbox.env(env)
+    env = sandboxes.child_env(world.env(**(extra_env or {})))
     started = time.time()
     if launcher is None:
-        demote = sandbox.demote if sandbox is not None and os.geteuid() == 0 else sandboxes.apply_limits
         process = subprocess.Popen([sys.executable, str(agent), *argv], cwd=agent.parent, env=env,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                                   start_new_session=True, preexec_fn=demote)
+                                   start_new_session=True, preexec_fn=sandboxes.preexec())
         return _Running(process, started, None)
     output_dir = Path(tempfile.mkdtemp(prefix="agent-output-"))
-    if sandbox is not None and os.geteuid() == 0:
-        sandbox.own(output_dir)
+    sandboxes.give(output_dir)
     process = launcher.spawn([str(agent), *argv], agent.parent, env, output_dir / "stdout",
                              output_dir / "stderr")
     return _Running(process, started, output_dir)
@@ -237,9 +228,7 @@ def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect
     - ``faults``: ``(name, times, arg)`` faults armed in the world first, e.g. ``("lost_ack:charge_card", 1, None)``.
     """
     base = Path(tempfile.mkdtemp(prefix="row-", dir=workdir))
-    sandbox = sandboxes.current()
-    if sandbox is not None and os.geteuid() == 0:
-        sandbox.own(base)
+    sandboxes.give(base)
     world = World.start(base / "world")
     label = point if then_crash_at is None else f"{point} + {then_crash_at}"
     try:

@@ -121,12 +121,13 @@ class WarmLauncher:
 
     def spawn(self, argv: list[str], cwd: str | Path, env: dict[str, str], stdout: Path, stderr: Path) -> WarmProcess:
         request_id = f"r{time.monotonic_ns()}-{threading.get_ident()}"
+        from dataclasses import asdict
+
         from crashlab.sandbox import current
 
-        sandbox = current() if os.geteuid() == 0 else None
+        sandbox = current() if os.geteuid() == 0 else None  # the child drops to it right after the fork
         request = {"id": request_id, "argv": [str(a) for a in argv], "cwd": str(cwd), "env": env,
-                   "stdout": str(stdout), "stderr": str(stderr),
-                   "sandbox": None if sandbox is None else json.loads(env.get("CRASHLAB_SANDBOX") or "null")}
+                   "stdout": str(stdout), "stderr": str(stderr), "sandbox": sandbox and asdict(sandbox)}
         with self._lock:
             os.write(self._req_write, (json.dumps(request) + "\n").encode())
         reply = self._await(lambda: self._replies.pop(request_id, None), 30)

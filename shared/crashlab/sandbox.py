@@ -134,6 +134,30 @@ def current() -> Sandbox | None:
         return None
 
 
+def child_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a child that runs student code: the sandbox user's home and name, when there is one."""
+    sandbox = current()
+    return env if sandbox is None else sandbox.env(env)
+
+
+def preexec():
+    """The ``preexec_fn`` for a child that runs student code: become the sandbox user when we are root
+    and there is one; otherwise just apply the caps."""
+    sandbox = current()
+    return sandbox.demote if sandbox is not None and os.geteuid() == 0 else apply_limits
+
+
+def give(path: Path) -> None:
+    """Hand a folder to the sandbox user (when root and grading), so student code can use it. A process
+    that already works with the sandbox user's file rights (the judge) owns what it makes: nothing to do."""
+    sandbox = current()
+    if sandbox is not None and os.geteuid() == 0:
+        try:
+            sandbox.own(path)
+        except PermissionError:
+            pass
+
+
 def can_isolate() -> bool:
     return os.geteuid() == 0
 

@@ -1,10 +1,14 @@
 """Authoring and grading: build student notebooks from the masters, grade submissions.
 
-- :mod:`crashlab.grading.build`   -- master (``solutions/``) -> student notebook (``course/``) with
-                                     nbgrader's own preprocessors, plus one small one of ours.
-- :mod:`crashlab.grading.grade`   -- restore test cells from the master, run the submission in its
-                                     own kernel, run the crash matrix on the agent files it wrote,
-                                     score, and write Gradescope-shaped JSON.
+- :mod:`crashlab.grading.build`        -- master (``solutions/``) -> student notebook (``course/``) with
+                                          nbgrader's own preprocessors, plus one small one of ours.
+- :mod:`crashlab.grading.grade`        -- the whole grading of one submission, in order.
+- :mod:`crashlab.grading.isolation`    -- the sandbox user, the deadline, running the notebook as the student.
+- :mod:`crashlab.grading.checks`       -- scoring: the judge's checks and the crash matrices.
+- :mod:`crashlab.grading.judge`,
+  :mod:`crashlab.grading.subject`,
+  :mod:`crashlab.grading.remote`       -- the trusted judge, the untrusted subject, and the plain data between.
+- :mod:`crashlab.grading.report`       -- the report and the Gradescope-shaped results file.
 """
 
 from crashlab.grading.build import build_course, student_version

@@ -60,15 +60,12 @@ class Subject:
         self.lock = threading.RLock()
         req_read, self._req = os.pipe()
         self._rep, rep_write = os.pipe()
-        sandbox = sandboxes.current()
-        env = {k: v for k, v in os.environ.items() if k not in ("CRASHLAB_PRIVATE_DIR",)}
-        if sandbox is not None:
-            env = sandbox.env(env)
-        demote = sandbox.demote if sandbox is not None and os.geteuid() == 0 else sandboxes.apply_limits
+        env = sandboxes.child_env({k: v for k, v in os.environ.items() if k != "CRASHLAB_PRIVATE_DIR"})
         self._log = open(workdir / ".crashlab-subject.log", "ab")
         self.process = subprocess.Popen([sys.executable, "-m", "crashlab.grading.subject", str(req_read), str(rep_write)],
                                         cwd=workdir, env=env, pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL,
-                                        stdout=self._log, stderr=self._log, start_new_session=True, preexec_fn=demote)
+                                        stdout=self._log, stderr=self._log, start_new_session=True,
+                                        preexec_fn=sandboxes.preexec())
         os.close(req_read)
         os.close(rep_write)
         self._buffer = b""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]  # no start-up warnings on the grader's terminal
+
 
 def nbgrader_meta(cell) -> dict:
     return cell.get("metadata", {}).get("nbgrader", {}) or {}

@@ -17,11 +17,13 @@ def main() -> int:
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
 
+    from crashlab.grading.notebooks import QUIET_KERNEL
+
     source, target, cell_timeout, workdir = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     nb = nbformat.read(source, as_version=4)
     client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3", allow_errors=True,
                             interrupt_on_timeout=True, resources={"metadata": {"path": workdir}},
-                            extra_arguments=["--IPKernelApp.log_level=ERROR"])
+                            extra_arguments=QUIET_KERNEL)
     status = 0
     try:
         client.execute(cwd=workdir)

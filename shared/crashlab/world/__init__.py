@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 
 from crashlab.order import ORDER_ID
+from crashlab.sandbox import give
 from crashlab.world.ledger import LedgerError
 
 READY_FILE = "world.json"
@@ -88,7 +89,7 @@ class World:
                *ready_arg]
         if stop_with_parent:
             cmd += ["--parent-pid", str(os.getpid())]
-        _give_to_sandbox(state_dir)
+        give(state_dir)  # while grading as root, the agents (the sandbox user) keep their state here
         log = open(state_dir / "world.log", "ab")
         env = {k: v for k, v in os.environ.items() if k != "CRASHLAB_SANDBOX"}
         env["CRASHLAB_WORLD_TOKEN"] = token
@@ -241,18 +242,6 @@ def _read_line(stream, timeout: float) -> bytes:
             return b""
         data += chunk
     return data
-
-
-def _give_to_sandbox(state_dir: Path) -> None:
-    """While grading as root, the agents run as the sandbox user: their state folder must be theirs."""
-    from crashlab.sandbox import current
-
-    sandbox = current()
-    if sandbox is not None and os.geteuid() == 0:
-        try:
-            sandbox.own(state_dir)
-        except PermissionError:
-            pass  # a check process that already writes files as the sandbox user
 
 
 __all__ = ["World", "WorldError", "LedgerError", "ENV_MODEL_URL", "ENV_SERVICES_URL", "ENV_STATE_DIR", "ENV_PRIVATE_DIR"]

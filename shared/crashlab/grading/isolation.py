@@ -1,0 +1,141 @@
+"""Where a submission runs: as the sandbox user when grading as root, under one deadline.
+
+The notebook run here only produces the student's files; nothing in it awards a point.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+
+from crashlab.grading.notebooks import lesson_of
+from crashlab.grading.report import GradingError
+
+
+class Deadline:
+    """One wall-clock limit for the whole submission."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return max(0.0, self.at - time.monotonic())
+
+    @property
+    def passed(self) -> bool:
+        return self.left() <= 0
+
+
+class Isolation:
+    """Where the submission's processes run, and how they all die: a sandbox user when root."""
+
+    def __init__(self, workdir: Path, want: bool | None, hide: tuple[Path, ...]):
+        from crashlab import sandbox as sandboxes
+
+        self.workdir = workdir
+        self.slot = None
+        self.sandbox = None
+        if want is None:
+            want = sandboxes.can_isolate()
+        if want:
+            self.slot = sandboxes.SandboxSlot(workdir / "home", hide=tuple(hide))
+            self.sandbox = self.slot.sandbox
+        else:
+            sandboxes.become_subreaper()
+        (workdir / "home").mkdir(exist_ok=True)
+        self.private = Path(tempfile.mkdtemp(prefix="crashlab-private-"))  # the worlds' ledgers: ours alone
+        os.chmod(self.private, 0o700)
+        if self.sandbox is not None:
+            self.sandbox.own(workdir)
+            probe = self.popen([sys.executable, "-c", "pass"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            if probe.wait(60) != 0:
+                self.close()
+                raise GradingError(f"the sandbox user cannot run {sys.executable} (is a folder above it private, such as "
+                                   "/root? `make setup` as root makes it traversable) -- or grade with --no-isolate")
+
+    def give_lesson_files(self, lessons: list[str], solutions: Path) -> None:
+        """A lesson that runs earlier lessons' reference agents gets just those files, not the masters."""
+        from crashlab.grading.notebooks import written_files
+
+        target = self.workdir / "home" / "lesson-files"
+        for master in sorted(solutions.glob("*.ipynb")):
+            nb = nbformat.read(master, as_version=4)
+            if lesson_of(nb) in lessons:
+                (target / lesson_of(nb)).mkdir(parents=True, exist_ok=True)
+                for name, source in written_files(nb).items():
+                    (target / lesson_of(nb) / name).write_text(source)
+        self.lesson_files = target
+        if self.sandbox is not None:
+            self.sandbox.own(self.workdir / "home")
+
+    @property
+    def isolated(self) -> bool:
+        return self.sandbox is not None
+
+    def env(self, trusted: bool = True) -> dict[str, str]:
+        """The environment of a process of the grading run; only trusted ones learn the private folder."""
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("CRASHLAB_") or k in ("CRASHLAB_ROOT", "CRASHLAB_TEMPORAL_BIN")}
+        env.update({"HOME": str(self.workdir / "home"), "JUPYTER_RUNTIME_DIR": str(self.workdir / "home" / "runtime"),
+                    "MPLCONFIGDIR": str(self.workdir / "home" / "mpl"), "CRASHLAB_PRIVATE_DIR": str(self.private),
+                    "PYTHONDONTWRITEBYTECODE": "1"})
+        if getattr(self, "lesson_files", None):
+            env["CRASHLAB_LESSON_FILES"] = str(self.lesson_files)
+        if not trusted:
+            env.pop("CRASHLAB_PRIVATE_DIR")
+        if self.sandbox is not None:
+            env = self.sandbox.env(env)
+        return env
+
+    def popen(self, cmd: list[str], **kwargs) -> subprocess.Popen:
+        """Start untrusted code: as the sandbox user, in a session of its own, with the caps."""
+        from crashlab import sandbox as sandboxes
+
+        demote = self.sandbox.demote if self.sandbox is not None else sandboxes.apply_limits
+        return subprocess.Popen(cmd, cwd=self.workdir, env=self.env(trusted=False), start_new_session=True,
+                                preexec_fn=demote,
+                                **kwargs)
+
+    def kill_everything(self) -> None:
+        """Every process the submission started, whatever its session or signal handlers."""
+        from crashlab import sandbox as sandboxes
+
+        if self.sandbox is not None:
+            self.sandbox.kill_all()
+        else:
+            sandboxes.kill_descendants()
+
+    def close(self) -> None:
+        self.kill_everything()
+        if self.slot is not None:
+            self.slot.close()
+        shutil.rmtree(self.private, ignore_errors=True)
+
+
+def run_submission(nb, isolation: Isolation, deadline: Deadline, cell_timeout: int) -> list[str]:
+    """Run the notebook as the student until it ends or the deadline passes; return notes."""
+    source, target = isolation.workdir / "submission.ipynb", isolation.workdir / ".executed.ipynb"
+    nbformat.write(nb, source)
+    if isolation.sandbox is not None:
+        isolation.sandbox.own(isolation.workdir)
+    process = isolation.popen([sys.executable, "-m", "crashlab.grading.run_notebook", str(source), str(target),
+                               str(cell_timeout), str(isolation.workdir)],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    notes = []
+    try:
+        _, err = process.communicate(timeout=max(1.0, deadline.left()))
+        notes += [line for line in err.decode(errors="replace").splitlines() if line.startswith("the ")][:3]
+    except subprocess.TimeoutExpired:
+        notes.append(f"the notebook was still running at the deadline ({deadline.seconds:.0f} s): it was stopped, "
+                     "and every process it started was killed")
+    isolation.kill_everything()
+    process.wait()
+    return notes

@@ -1,0 +1,82 @@
+"""What grading produces: one result per check, the report, and the results file (Gradescope's shape)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class GradingError(RuntimeError):
+    """The file cannot be graded (not a notebook, not a course notebook). The message says why."""
+
+
+@dataclass
+class TestResult:
+    name: str
+    score: float
+    max_score: float
+    output: str
+    kind: str  # 'cell' or 'matrix'
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "score": self.score, "max_score": self.max_score,
+                "visibility": "visible", "output": self.output}
+
+
+@dataclass
+class GradeReport:
+    notebook: str
+    lesson: str
+    tests: list[TestResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    isolated: bool = False
+    run_id: str = ""
+
+    @property
+    def score(self) -> float:
+        return round(sum(t.score for t in self.tests), 2)
+
+    @property
+    def max_score(self) -> float:
+        return round(sum(t.max_score for t in self.tests), 2)
+
+    def as_dict(self) -> dict:
+        return {"score": self.score, "max_score": self.max_score, "output": "\n".join(self.notes),
+                "execution_time": round(self.seconds, 1), "isolated": self.isolated, "run_id": self.run_id,
+                "notebook": self.notebook, "lesson": self.lesson, "tests": [t.as_dict() for t in self.tests]}
+
+    def table(self) -> str:
+        rows = [(t.name, f"{t.score:g}", f"{t.max_score:g}", (t.output.splitlines() or ["passed"])[0])
+                for t in self.tests]
+        header = ("exercise", "score", "max", "feedback")
+        widths = [max(len(r[i]) for r in rows + [header]) for i in range(3)]
+        lines = [f"{header[0]:<{widths[0]}}  {header[1]:>{widths[1]}}  {header[2]:>{widths[2]}}  {header[3]}"]
+        lines.append("-" * (sum(widths) + 4 + 2 + 40))
+        for name, score, max_score, feedback in rows:
+            lines.append(f"{name:<{widths[0]}}  {score:>{widths[1]}}  {max_score:>{widths[2]}}  {feedback}")
+        lines.append(f"{'total':<{widths[0]}}  {self.score:>{widths[1]}g}  {self.max_score:>{widths[2]}g}")
+        lines.append(f"isolated: {'yes' if self.isolated else 'no (not graded as root: student code ran as you)'}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        text = f"{self.notebook} (lesson {self.lesson})\n{self.table()}"
+        failed = [t for t in self.tests if t.score < t.max_score]
+        for test in failed:
+            text += f"\n\n[{test.name}] {test.score:g}/{test.max_score:g}\n{test.output}"
+        if self.notes:
+            text += "\n\nnotes:\n" + "\n".join(f"- {n}" for n in self.notes)
+        return text
+
+
+def write_results(report: GradeReport, target: Path) -> None:
+    """Atomically: a reader sees the old file or the whole new one, never a half-written one."""
+    target = target.resolve()
+    fd, tmp = tempfile.mkstemp(prefix=".results-", dir=target.parent)
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(report.as_dict(), indent=2) + "\n")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, target)
