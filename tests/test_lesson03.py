@@ -3,7 +3,6 @@ variant, bad input, and known-wrong answers scoring less than full. Judged from 
 
 import shutil
 import sqlite3
-import tempfile
 from pathlib import Path
 
 import nbformat
@@ -11,7 +10,7 @@ import pytest
 
 from crashlab.grading.grade import score_matrix_check
 from crashlab.grading.notebooks import written_files
-from crashlab.harness import BASELINE, crash_row, crash_test
+from crashlab.harness import BASELINE, crash_row, crash_test, run_agent
 from crashlab.launcher import WarmLauncher
 from crashlab.postgres import fresh_database, postgres_available, throwaway_postgres
 from crashlab.world import World
@@ -46,16 +45,10 @@ def matrix_check(master, name):
     return dict(next(c for c in master.metadata["crashlab"]["matrix_checks"] if c["name"] == name))
 
 
-def run_cli(warm, agent: Path, world: World, *args, env=None):
+def run_cli(warm, agent: Path, world: World, *args, crash_at=None):
     """``python AGENT ARGS`` as a new process forked from the warm launcher: (exit code, stdout + stderr)."""
-    out = Path(tempfile.mkdtemp(prefix="cli-"))
-    try:
-        process = warm.spawn([agent, *args], agent.parent, world.env(**(env or {})), out / "stdout", out / "stderr")
-        code = process.wait(120)
-        stdout, stderr = process.output()
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
-    return code, stdout + stderr
+    run = run_agent(agent, world, crash_at=crash_at, launcher=warm, args=list(args), timeout=120)
+    return run.returncode, run.stdout + run.stderr
 
 
 # --- the reference agent -----------------------------------------------------------------------------------------
@@ -119,7 +112,7 @@ def test_resume_of_a_missing_database_or_thread_is_a_clear_error(agents, warm, t
 def test_corrupt_checkpoint_database_is_a_clear_error_and_starts_nothing(agents, warm, tmp_path):
     with World.start(tmp_path / "world") as world:
         code, out = run_cli(warm, agents / "order_agent.py", world, "--order", "ORD-8842",
-                            env={"CRASHLAB_CRASH_AT": "before:reserve_item"})
+                            crash_at="before:reserve_item")
         assert code == -9, out
         db = world.agent_dir / "checkpoints.sqlite"
         db.write_bytes(b"\x00garbage, not SQLite" * 200)  # the database file, and its WAL with it

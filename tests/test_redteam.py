@@ -78,6 +78,23 @@ def test_a_module_that_patches_the_process_it_is_imported_into_scores_zero(tmp_p
     assert_zero(grade(student_with(replace={"ex1_read_events": evil}), tmp_path))
 
 
+def test_importing_the_lessons_answers_from_the_library_scores_zero(tmp_path):
+    """Lesson 1's answers ship in crashlab.answers for later lessons: grading lesson 1 refuses them
+    (and hides the file from the student's processes when isolated)."""
+    borrow = {
+        "ex1_read_events": ("%%writefile order_log.py\n"
+                            "from crashlab.eventlog import CorruptLogError, append_event\n"
+                            "from crashlab.answers.lesson01 import read_events\n"),
+        "ex2_rebuild": "%%writefile replay.py\nfrom crashlab.answers.lesson01 import rebuild\n",
+        "ex3_logged_agent": ("%%writefile logged_agent.py\n"
+                             "from crashlab.agent import agent_main, call_tool\n"
+                             "from crashlab.answers.lesson01 import run_logged_order\n"
+                             "if __name__ == '__main__':\n"
+                             "    agent_main(lambda o: run_logged_order(o, lambda o, s, c: call_tool(c['name'], c['input'])))\n"),
+    }
+    assert_zero(grade(student_with(replace=borrow), tmp_path))
+
+
 # --- an agent that knows it is under test, or edits the world -----------------------------------------------
 def test_an_agent_that_fakes_its_crash_scores_zero(tmp_path):
     """It kills itself at start-up on its first run, as if it had reached any crash point."""

@@ -1,16 +1,14 @@
-"""The event log of lesson 1, as a library piece the later lessons build on.
+"""The given half of lesson 1's event log: appending a record, and the error a damaged log raises.
 
-One JSON object per line, appended and fsynced. A record exists once its newline is on disk: the
-unterminated tail a crash leaves behind is dropped, and damage before the last line is an error.
+One JSON object per line, appended and fsynced. A record exists once its newline is on disk. Reading
+the log back (and dropping a torn tail) is lesson 1's exercise, so it is not here: it lives in
+:mod:`crashlab.answers.lesson01`, which graded lessons cannot import.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
-
-from crashlab.agent import first_tool_use, tool_result_message
 
 
 class CorruptLogError(RuntimeError):
@@ -30,35 +28,3 @@ def append_event(path: str | os.PathLike, event: dict) -> None:
         f.write(line)
         f.flush()
         os.fsync(f.fileno())
-
-
-def read_events(path: str | os.PathLike) -> list[dict]:
-    """Every complete event in the log; a torn last line is dropped, damage elsewhere raises."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    *complete, _torn_tail = path.read_bytes().split(b"\n")
-    events = []
-    for number, raw in enumerate(complete, start=1):
-        try:
-            event = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise CorruptLogError(f"{path}: line {number} is damaged ({exc})") from None
-        if not isinstance(event, dict):
-            raise CorruptLogError(f"{path}: line {number} is not a JSON object")
-        events.append(event)
-    return events
-
-
-def rebuild(task: str, events: list[dict]) -> tuple[list[dict], dict | None]:
-    """The conversation so far, and the decided-but-not-yet-run tool call (or None). No model call."""
-    messages = [{"role": "user", "content": task}]
-    pending = None
-    for event in events:
-        if event["type"] == "decision":
-            messages.append({"role": "assistant", "content": event["content"]})
-            pending = first_tool_use(event["content"])
-        elif event["type"] == "result":
-            messages.append(tool_result_message(event["tool_use_id"], event["result"]))
-            pending = None
-    return messages, pending

@@ -159,6 +159,10 @@ class _Running:
         return ProcessRun(self.process.pid, self.process.returncode, self.started, time.time(), stdout, stderr,
                           timed_out, crashed["point"] if crashed else None)
 
+    def kill(self) -> None:
+        """SIGKILL the process and its whole group now: a crash from outside, at a moment you choose."""
+        _kill_group(self.process.pid)
+
     def _wait(self, seconds: float) -> None:
         try:
             self.process.wait(seconds)

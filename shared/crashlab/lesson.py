@@ -107,6 +107,9 @@ def extract_lesson_files(lessons, dest: str | os.PathLike) -> Path:
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     wanted = set(lessons)
+    graded = os.environ.get("CRASHLAB_GRADING_LESSON")
+    if graded and any(lesson >= graded for lesson in wanted):
+        raise PermissionError(f"lesson {graded} is being graded: its answers (and later ones') are not yours to copy")
     given = os.environ.get("CRASHLAB_LESSON_FILES")  # while grading, the masters are out of reach: the
     if given:                                         # grader hands over the earlier lessons' files
         for lesson in sorted(wanted):

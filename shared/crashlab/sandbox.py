@@ -47,7 +47,7 @@ class Sandbox:
     gid: int
     user: str
     home: str
-    hide: tuple = ()  # folders the student must not read (the masters): covered by an empty tmpfs
+    hide: tuple = ()  # what the student must not read: the masters' folder, the answers being graded
 
     # --- what a child process needs --------------------------------------------------------------
     def demote(self) -> None:
@@ -96,16 +96,23 @@ class Sandbox:
 
 
 def hide_paths(paths) -> None:
-    """In a mount namespace of this process's own: an empty read-only tmpfs over each path (the
-    masters), and a /proc that shows only the process's own user (no grader command lines)."""
+    """In a mount namespace of this process's own: an empty read-only tmpfs over each folder (the
+    masters), /dev/null over each file (an answers module), and a /proc that shows only the process's own
+    user (no grader command lines)."""
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.unshare(0x00020000) != 0:  # CLONE_NEWNS
         raise SandboxError(f"unshare(CLONE_NEWNS) failed: {os.strerror(ctypes.get_errno())}")
     if libc.mount(b"none", b"/", None, 0x4000 | 0x40000, None) != 0:  # MS_REC | MS_PRIVATE
         raise SandboxError("cannot make the mount namespace private")
     for path in paths:
-        if os.path.isdir(path) and libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", 1, b"size=4k,mode=0555") != 0:
-            raise SandboxError(f"cannot hide {path}")
+        if os.path.isdir(path):
+            hidden = libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", 1, b"size=4k,mode=0555")  # MS_RDONLY
+        elif os.path.exists(path):
+            hidden = libc.mount(b"/dev/null", os.fsencode(path), None, 4096, None)  # MS_BIND
+        else:
+            continue
+        if hidden != 0:
+            raise SandboxError(f"cannot hide {path}: {os.strerror(ctypes.get_errno())}")
     libc.mount(b"proc", b"/proc", b"proc", 0x2 | 0x8 | 0x4, b"hidepid=2")  # nosuid, noexec, nodev
 
 

@@ -1,5 +1,5 @@
 """Scoring a submission's checks: the master's checks in the judge, the crash matrices from the world's
-ledgers, and -- for lessons that still need it -- checks read from the executed notebook."""
+ledgers."""
 
 from __future__ import annotations
 
@@ -10,50 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import nbformat
-
-from crashlab.grading.isolation import Deadline, Isolation
-from crashlab.grading.notebooks import grade_id, is_test_cell, nbgrader_meta
+from crashlab.grading.isolation import Deadline, Isolation, write_new_file
+from crashlab.grading.judge import NOTEBOOK_ANSWERS
+from crashlab.grading.notebooks import grade_id, is_answer_cell, is_test_cell, nbgrader_meta
 from crashlab.grading.report import TestResult
 
 GRADED_ELSEWHERE = "# graded by the grader, outside this kernel: this cell awards nothing here"
 JUDGE_SETUP_TAG = "judge-setup"
-
-
-def checks_in_kernel(master) -> bool:
-    """Lessons whose checks still run in the student's kernel (their answers are functions defined in
-    cells, or need an engine's test harness in-process); the judge cannot call those across a process
-    boundary yet. Their scores come from the executed notebook and are marked as such."""
-    return bool(master.metadata.get("crashlab", {}).get("checks_in_kernel"))
-
-
-def score_kernel_checks(workdir: Path) -> list[TestResult]:
-    from nbgrader.utils import determine_grade
-
-    executed = workdir / ".executed.ipynb"
-    try:
-        nb = nbformat.read(executed, as_version=4)
-    except Exception:  # noqa: BLE001 -- missing or damaged: nothing ran
-        return []
-    results = []
-    for cell in nb.cells:
-        if cell.cell_type != "code" or not is_test_cell(cell):
-            continue
-        meta = nbgrader_meta(cell)
-        points, name = float(meta["points"]), meta["grade_id"]
-        errors = [o for o in cell.outputs if o.get("output_type") == "error"]
-        if errors:
-            results.append(TestResult(name, 0.0, points, f"{errors[0].get('ename')}: {errors[0].get('evalue')}"[:1500],
-                                      "kernel"))
-            continue
-        if cell.get("execution_count") is None:
-            results.append(TestResult(name, 0.0, points, "this check did not run", "kernel"))
-            continue
-        score, _ = determine_grade(cell)
-        score = points if score is None else float(score)
-        results.append(TestResult(name, score, points, "passed (checked in your kernel)" if score == points else
-                                  "the check wrote to stderr", "kernel"))
-    return results
 
 
 def blank_test_cells(nb) -> None:
@@ -65,15 +28,42 @@ def blank_test_cells(nb) -> None:
             cell.outputs = []
 
 
-def judge_checks(master, isolation: Isolation, deadline: Deadline) -> list[TestResult]:
+def notebook_answers(submission, workdir: Path) -> list[str]:
+    """Answers written as cells rather than files (``def predict(...)`` in lesson 6): the grader puts
+    them in a module of the student's, which the judge calls across the boundary like any other.
+    Returns the names those cells define; a cell that is not plain Python is left out."""
+    import ast
+
+    sources, names = [], []
+    for cell in submission.cells:
+        if cell.cell_type != "code" or not is_answer_cell(cell) or cell.source.lstrip().startswith("%"):
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        sources.append(cell.source)
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.append(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names += [t.id for t in targets if isinstance(t, ast.Name)]
+    if names:
+        write_new_file(workdir / f"{NOTEBOOK_ANSWERS}.py", "\n\n".join(sources) + "\n")
+    return list(dict.fromkeys(names))
+
+
+def judge_checks(master, submission, isolation: Isolation, deadline: Deadline) -> list[TestResult]:
     tests = [c for c in master.cells if c.cell_type == "code" and is_test_cell(c)]
     if not tests:
         return []
+    answer_names = notebook_answers(submission, isolation.workdir)
     preamble = "\n".join(c.source for c in master.cells
                          if c.cell_type == "code" and JUDGE_SETUP_TAG in c.metadata.get("tags", []))
     job = {"workdir": str(isolation.workdir), "preamble": preamble,
            "timeout": float(master.metadata.get("crashlab", {}).get("check_timeout", 240)),
-           "checks": [{"name": grade_id(c), "source": c.source} for c in tests]}
+           "checks": [{"name": grade_id(c), "source": c.source} for c in tests], "answer_names": answer_names}
     env = isolation.env()
     process = subprocess.Popen([sys.executable, "-m", "crashlab.grading.judge"], cwd=isolation.workdir, env=env,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import nbformat
 
+from crashlab.answers import answer_files
 from crashlab.grading.build import SKIP_WHEN_GRADING_TAG as SKIP_TAG
-from crashlab.grading.checks import (blank_test_cells, checks_in_kernel, judge_checks, score_kernel_checks,
-                                     score_matrix_check)
+from crashlab.grading.checks import blank_test_cells, judge_checks, score_matrix_check
 from crashlab.grading.isolation import Deadline, Isolation, run_submission
 from crashlab.grading.notebooks import grade_id, is_answer_cell, is_locked, is_test_cell, lesson_of, nbgrader_meta, repo_root
 from crashlab.grading.report import GradeReport, GradingError, TestResult, write_results
@@ -153,9 +153,7 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
     master = nbformat.read(master_path, as_version=4)
     nb, notes = restore_locked_cells(submission, master)
     skip_demo_cells(nb)
-    in_kernel = checks_in_kernel(master)
-    if not in_kernel:
-        blank_test_cells(nb)
+    blank_test_cells(nb)
     report = GradeReport(path.name, lesson_of(master) or "?", notes=notes,
                          run_id=os.environ.get("CRASHLAB_RUN_ID", ""))
     limit = Deadline(deadline)
@@ -164,18 +162,14 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
     isolation = None
     saved_env = dict(os.environ)
     try:
-        isolation = Isolation(workdir, isolate, hide=(solutions,))
+        lesson = report.lesson
+        isolation = Isolation(workdir, isolate, hide=(solutions, *answer_files(lesson)), lesson=lesson)
         report.isolated = isolation.isolated
         uses = master.metadata.get("crashlab", {}).get("uses_lessons", [])
         if uses:
             isolation.give_lesson_files(uses, solutions)
         report.notes += run_submission(nb, isolation, limit, cell_timeout)
-        if in_kernel:
-            report.tests += score_kernel_checks(workdir)
-            report.notes.append("this lesson's checks ran in the notebook's own kernel (as the sandbox user when "
-                                "isolated), not in the judge: see the README's threat model")
-        else:
-            report.tests += judge_checks(master, isolation, limit)
+        report.tests += judge_checks(master, nb, isolation, limit)
         isolation.kill_everything()
         os.environ.clear()
         os.environ.update({**saved_env, **{k: v for k, v in isolation.env().items() if k.startswith("CRASHLAB_")}})

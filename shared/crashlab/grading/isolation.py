@@ -19,6 +19,15 @@ from crashlab.grading.notebooks import lesson_of
 from crashlab.grading.report import GradingError
 
 
+def write_new_file(path: Path, text: str) -> None:
+    """Write a file into the student's folder as the grader: whatever the student left at that name (a
+    symlink to a file of root's, say) is removed first, and the new file is created, never followed."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
 class Deadline:
     """One wall-clock limit for the whole submission."""
 
@@ -37,10 +46,11 @@ class Deadline:
 class Isolation:
     """Where the submission's processes run, and how they all die: a sandbox user when root."""
 
-    def __init__(self, workdir: Path, want: bool | None, hide: tuple[Path, ...]):
+    def __init__(self, workdir: Path, want: bool | None, hide: tuple[Path, ...], lesson: str = ""):
         from crashlab import sandbox as sandboxes
 
         self.workdir = workdir
+        self.lesson = lesson
         self.slot = None
         self.sandbox = None
         if want is None:
@@ -86,7 +96,7 @@ class Isolation:
                if not k.startswith("CRASHLAB_") or k in ("CRASHLAB_ROOT", "CRASHLAB_TEMPORAL_BIN")}
         env.update({"HOME": str(self.workdir / "home"), "JUPYTER_RUNTIME_DIR": str(self.workdir / "home" / "runtime"),
                     "MPLCONFIGDIR": str(self.workdir / "home" / "mpl"), "CRASHLAB_PRIVATE_DIR": str(self.private),
-                    "PYTHONDONTWRITEBYTECODE": "1"})
+                    "PYTHONDONTWRITEBYTECODE": "1", "CRASHLAB_GRADING_LESSON": self.lesson})
         if getattr(self, "lesson_files", None):
             env["CRASHLAB_LESSON_FILES"] = str(self.lesson_files)
         if not trusted:

@@ -13,8 +13,11 @@ result per check from stdout.
 
 from __future__ import annotations
 
+import ast
+import asyncio
 import builtins
 import importlib.abc
+import inspect
 import importlib.machinery
 import json
 import os
@@ -281,18 +284,35 @@ def feedback(exc: BaseException, source: str) -> str:
     return f"{type(exc).__name__}: {message}"[:1500]
 
 
-def run_check(check: dict, preamble: str, workdir: Path, timeout: float) -> dict:
+NOTEBOOK_ANSWERS = "_notebook_answers"  # the module the grader makes of the answer cells that are not files
+
+
+def run_code(source: str, filename: str, namespace: dict) -> None:
+    """Run a cell's code as the notebook would, top-level ``await`` included."""
+    code = compile(source, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    if code.co_flags & inspect.CO_COROUTINE:
+        loop = namespace.setdefault("__loop__", asyncio.new_event_loop())
+        loop.run_until_complete(eval(code, namespace))  # noqa: S307 -- the master's own code
+    else:
+        exec(code, namespace)  # noqa: S102 -- the master's own code
+
+
+def run_check(check: dict, preamble: str, workdir: Path, timeout: float, answer_names: list[str] = ()) -> dict:
     deadline = time.monotonic() + timeout
     finder = StudentModules(workdir)
     subject = Subject(workdir, deadline)
     finder.subject = subject
     sys.meta_path.insert(0, finder)
     namespace = {"__name__": "__check__"}
-    exec(compile(BASE_PREAMBLE, "<base>", "exec"), namespace)  # noqa: S102
     started = time.monotonic()
     try:
-        exec(compile(preamble, "<preamble>", "exec"), namespace)  # noqa: S102 -- the master's own code
-        exec(compile(check["source"], "<check>", "exec"), namespace)  # noqa: S102
+        run_code(BASE_PREAMBLE, "<base>", namespace)
+        run_code(preamble, "<preamble>", namespace)  # the master's own given cells
+        if answer_names:  # answers written as cells, not files: proxies for the names they define
+            answers = importlib.import_module(NOTEBOOK_ANSWERS)
+            for name in answer_names:
+                namespace[name] = getattr(answers, name)
+        run_code(check["source"], "<check>", namespace)
         result = {"name": check["name"], "passed": True, "feedback": "passed"}
     except BaseException as exc:  # noqa: BLE001 -- any failure is a failed check, with words for why
         if isinstance(exc, KeyboardInterrupt):
@@ -303,6 +323,9 @@ def run_check(check: dict, preamble: str, workdir: Path, timeout: float) -> dict
         finder.forget()
         subject.close()
         _stop_lesson_worlds()
+        if "__loop__" in namespace:
+            namespace["__loop__"].close()
+        sandboxes.kill_descendants()  # servers and launchers the check's given cells started
     result["seconds"] = round(time.monotonic() - started, 2)
     return result
 
@@ -322,8 +345,10 @@ def main() -> None:
         sandboxes.set_fs_user(sandbox)  # write into the student's folder with the student's rights only
     workdir = Path(job["workdir"])
     os.chdir(workdir)
+    sandboxes.become_subreaper()
     for check in job["checks"]:
-        result = run_check(check, job.get("preamble", ""), workdir, float(job.get("timeout", 300)))
+        result = run_check(check, job.get("preamble", ""), workdir, float(job.get("timeout", 300)),
+                           job.get("answer_names", []))
         out.write(json.dumps(result) + "\n")
         out.flush()
 

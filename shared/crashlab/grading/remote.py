@@ -9,14 +9,17 @@ functions return -- as any answer can -- but cannot change how the judge compare
 
 The encoding tags every non-JSON value: ``{"$": "tuple", "v": [...]}``, ``{"$": "dict", "v": [[k, v],
 ...]}``, ``{"$": "path", "v": "..."}``, ``{"$": "ref", "id": 3, "type": "SqliteLedger"}``,
-``{"$": "class", "mro": [...]}`` and, from the judge only, ``{"$": "callback", "id": 1}`` (a function of
+``{"$": "class", "mro": [...]}``, ``{"$": "record", "type": "ProcessRun", "v": {...}}`` (a dataclass,
+which arrives as an object with the same attributes) and, from the judge only, ``{"$": "callback", "id": 1}`` (a function of
 the judge's that the subject may call back, with plain data).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import PurePath
+from types import SimpleNamespace
 
 PRIMITIVES = (str, int, float, bool, type(None))
 
@@ -35,6 +38,9 @@ def encode(value, refs) -> object:
         return {"$": "path", "v": str(value)}
     if type(value) is bytes:
         return {"$": "bytes", "v": value.decode("latin-1")}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: encode(getattr(value, f.name), refs) for f in dataclasses.fields(value)}
+        return {"$": "record", "type": type(value).__name__, "v": fields}
     return refs(value)
 
 
@@ -57,6 +63,8 @@ def decode(data, resolve) -> object:
         return Path(str(data["v"]))
     if tag == "bytes":
         return str(data["v"]).encode("latin-1")
+    if tag == "record":
+        return SimpleNamespace(**{str(k): decode(v, resolve) for k, v in dict(data["v"]).items()})
     return resolve(data)
 
 

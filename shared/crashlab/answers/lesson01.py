@@ -1,5 +1,6 @@
-"""The logged agent loop (lesson 1's answer) with the tool call left open, so later lessons plug in
-how a tool is executed -- with an idempotency key, a retry, a ledger -- without copying the loop.
+"""Lesson 1's answers -- reading the log, rebuilding the conversation, and the logged agent loop with
+the tool call left open -- so later lessons plug in how a tool is executed (with an idempotency key, a
+retry, a ledger) without copying the loop.
 
 It also takes the order's lock, so that resume processes started at once take turns instead of
 racing: the first one finishes the order, the others find it finished in the log. The lock is an
@@ -10,6 +11,8 @@ SIGKILL, so a crash never leaves a stale lock behind.
 from __future__ import annotations
 
 import fcntl
+import json
+import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,7 +20,43 @@ from typing import Callable
 
 from crashlab.agent import (MAX_TOKENS, MODEL, TOOLS, AgentError, content_to_dicts, first_tool_use, model_client,
                             order_task, state_dir, tool_result_message)
-from crashlab.eventlog import append_event, read_events, rebuild
+from crashlab.answers import refuse_while_grading
+from crashlab.eventlog import CorruptLogError, append_event
+
+refuse_while_grading("01")
+
+
+def read_events(path: str | os.PathLike) -> list[dict]:
+    """Every complete event in the log; a torn last line is dropped, damage elsewhere raises."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    *complete, _torn_tail = path.read_bytes().split(b"\n")
+    events = []
+    for number, raw in enumerate(complete, start=1):
+        try:
+            event = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise CorruptLogError(f"{path}: line {number} is damaged ({exc})") from None
+        if not isinstance(event, dict):
+            raise CorruptLogError(f"{path}: line {number} is not a JSON object")
+        events.append(event)
+    return events
+
+
+def rebuild(task: str, events: list[dict]) -> tuple[list[dict], dict | None]:
+    """The conversation so far, and the decided-but-not-yet-run tool call (or None). No model call."""
+    messages = [{"role": "user", "content": task}]
+    pending = None
+    for event in events:
+        if event["type"] == "decision":
+            messages.append({"role": "assistant", "content": event["content"]})
+            pending = first_tool_use(event["content"])
+        elif event["type"] == "result":
+            messages.append(tool_result_message(event["tool_use_id"], event["result"]))
+            pending = None
+    return messages, pending
+
 
 # execute(order_id, step, call) -> result; ``step`` counts tool calls of this order from 1, and
 # ``call`` is the tool_use block: {"id", "name", "input"}.
