@@ -14,7 +14,7 @@ ROW_KEYS = {"engine", "per_step_ms", "ratio_to_floor", "recovery_s", "recovery_s
             "samples_ms", "note"}
 TOP_KEYS = {"steps", "repeats", "engines", "floor_ms", "recovery", "recovery_steps", "recovery_kill_at", "rows",
             "machine", "versions", "started", "elapsed_s"}
-STEPS = 6
+STEPS = 30  # enough steps that the per-step figure stands clear of one run's timing noise
 
 
 def _processes_mentioning(text: str) -> list[int]:

@@ -15,26 +15,25 @@ from crashlab.grading.judge import NOTEBOOK_ANSWERS
 from crashlab.grading.notebooks import grade_id, is_answer_cell, is_test_cell, nbgrader_meta
 from crashlab.grading.report import TestResult
 
-GRADED_ELSEWHERE = "# graded by the grader, outside this kernel: this cell awards nothing here"
 JUDGE_SETUP_TAG = "judge-setup"
 
 
-def blank_test_cells(nb) -> None:
-    """The kernel's copies of the checks give the learner feedback; while grading they award nothing,
-    so they are not run there at all. The judge runs the master's own copies."""
-    for cell in nb.cells:
-        if cell.cell_type == "code" and is_test_cell(cell):
-            cell.source = GRADED_ELSEWHERE
-            cell.outputs = []
-
-
-def notebook_answers(submission, workdir: Path) -> list[str]:
+def notebook_answers(submission, master, workdir: Path) -> list[str]:
     """Answers written as cells rather than files (``def predict(...)`` in lesson 6): the grader puts
-    them in a module of the student's, which the judge calls across the boundary like any other.
-    Returns the names those cells define; a cell that is not plain Python is left out."""
+    them in a module of the student's -- after the imports of the notebook's given cells, which they may
+    use -- and the judge calls it across the boundary like any other. Returns the names those cells
+    define; a cell that is not plain Python is left out."""
     import ast
 
-    sources, names = [], []
+    imports = []
+    for cell in master.cells:
+        if cell.cell_type == "code" and not is_answer_cell(cell) and not cell.source.lstrip().startswith("%"):
+            try:
+                tree = ast.parse(cell.source)
+            except SyntaxError:
+                continue
+            imports += [ast.unparse(node) for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    sources, names = ["\n".join(dict.fromkeys(imports))], []
     for cell in submission.cells:
         if cell.cell_type != "code" or not is_answer_cell(cell) or cell.source.lstrip().startswith("%"):
             continue
@@ -58,7 +57,7 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline) -
     tests = [c for c in master.cells if c.cell_type == "code" and is_test_cell(c)]
     if not tests:
         return []
-    answer_names = notebook_answers(submission, isolation.workdir)
+    answer_names = notebook_answers(submission, master, isolation.workdir)
     preamble = "\n".join(c.source for c in master.cells
                          if c.cell_type == "code" and JUDGE_SETUP_TAG in c.metadata.get("tags", []))
     job = {"workdir": str(isolation.workdir), "preamble": preamble,
@@ -66,14 +65,15 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline) -
            "checks": [{"name": grade_id(c), "source": c.source} for c in tests], "answer_names": answer_names}
     env = isolation.env()
     process = subprocess.Popen([sys.executable, "-m", "crashlab.grading.judge"], cwd=isolation.workdir, env=env,
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                start_new_session=True)
     results: dict[str, dict] = {}
     try:
-        out, _ = process.communicate(json.dumps(job).encode(), timeout=max(1.0, deadline.left()))
+        out, err = process.communicate(json.dumps(job).encode(), timeout=max(1.0, deadline.left()))
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
-        out, _ = process.communicate()
+        out, err = process.communicate()
+    last_words = (err.decode(errors="replace").strip().splitlines() or [""])[-1][:300]
     for line in out.decode(errors="replace").splitlines():
         try:
             result = json.loads(line)
@@ -87,14 +87,13 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline) -
         result = results.get(meta["grade_id"])
         if result is None:
             why = ("timed out: the submission's deadline passed before this check ran" if deadline.passed
-                   else "this check did not complete")
+                   else f"this check did not complete ({last_words or 'the judge stopped'})")
             graded.append(TestResult(meta["grade_id"], 0.0, points, why, "check"))
         else:
             passed = result.get("passed") is True
             graded.append(TestResult(meta["grade_id"], points if passed else 0.0, points,
                                      str(result.get("feedback", ""))[:3000], "check"))
     return graded
-
 
 
 def score_matrix_check(check: dict, workdir: Path, needs=None) -> TestResult:

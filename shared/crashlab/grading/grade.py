@@ -25,9 +25,8 @@ from pathlib import Path
 import nbformat
 
 from crashlab.answers import answer_files
-from crashlab.grading.build import SKIP_WHEN_GRADING_TAG as SKIP_TAG
-from crashlab.grading.checks import blank_test_cells, judge_checks, score_matrix_check
-from crashlab.grading.isolation import Deadline, Isolation, run_submission
+from crashlab.grading.checks import judge_checks, score_matrix_check
+from crashlab.grading.isolation import Deadline, Isolation, keep_only_what_the_submission_writes, run_submission
 from crashlab.grading.notebooks import grade_id, is_answer_cell, is_locked, is_test_cell, lesson_of, nbgrader_meta, repo_root
 from crashlab.grading.report import GradeReport, GradingError, TestResult, write_results
 from crashlab.needs import Needs
@@ -104,18 +103,6 @@ def restore_locked_cells(submission, master) -> tuple[nbformat.NotebookNode, lis
 
 
 
-def skip_demo_cells(nb) -> int:
-    """Blank the ungraded cells tagged ``skip-when-grading`` (long demonstrations, such as a whole crash
-    matrix of the lesson's naive agent): grading runs the matrix itself, out of the kernel. A master
-    may only tag cells that no test cell depends on."""
-    skipped = 0
-    for cell in nb.cells:
-        if cell.cell_type == "code" and SKIP_TAG in cell.metadata.get("tags", []) and not is_test_cell(cell):
-            cell.source = "# skipped while grading: a demonstration, not an exercise"
-            skipped += 1
-    return skipped
-
-
 def _fresh_copy(master_cell):
     """A master cell to put into the graded notebook: the instructor's source, no stale outputs."""
     cell = copy.deepcopy(master_cell)
@@ -152,8 +139,7 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
     master_path = find_master(submission, path, solutions)
     master = nbformat.read(master_path, as_version=4)
     nb, notes = restore_locked_cells(submission, master)
-    skip_demo_cells(nb)
-    blank_test_cells(nb)
+    keep_only_what_the_submission_writes(nb, master)
     report = GradeReport(path.name, lesson_of(master) or "?", notes=notes,
                          run_id=os.environ.get("CRASHLAB_RUN_ID", ""))
     limit = Deadline(deadline)

@@ -51,8 +51,10 @@ class Isolation:
 
         self.workdir = workdir
         self.lesson = lesson
+        self.lesson_files: Path | None = None
         self.slot = None
         self.sandbox = None
+        self._already_running: set[int] = set()
         if want is None:
             want = sandboxes.can_isolate()
         if want:
@@ -60,6 +62,7 @@ class Isolation:
             self.sandbox = self.slot.sandbox
         else:
             sandboxes.become_subreaper()
+            self._already_running = set(sandboxes.descendants(os.getpid()))  # ours, not the submission's
         (workdir / "home").mkdir(exist_ok=True)
         self.private = Path(tempfile.mkdtemp(prefix="crashlab-private-"))  # the worlds' ledgers: ours alone
         os.chmod(self.private, 0o700)
@@ -97,7 +100,7 @@ class Isolation:
         env.update({"HOME": str(self.workdir / "home"), "JUPYTER_RUNTIME_DIR": str(self.workdir / "home" / "runtime"),
                     "MPLCONFIGDIR": str(self.workdir / "home" / "mpl"), "CRASHLAB_PRIVATE_DIR": str(self.private),
                     "PYTHONDONTWRITEBYTECODE": "1", "CRASHLAB_GRADING_LESSON": self.lesson})
-        if getattr(self, "lesson_files", None):
+        if self.lesson_files is not None:
             env["CRASHLAB_LESSON_FILES"] = str(self.lesson_files)
         if not trusted:
             env.pop("CRASHLAB_PRIVATE_DIR")
@@ -120,8 +123,8 @@ class Isolation:
 
         if self.sandbox is not None:
             self.sandbox.kill_all()
-        else:
-            sandboxes.kill_descendants()
+        else:  # everything below us that was not already running when grading began
+            sandboxes.kill_descendants(keep=self._already_running)
 
     def close(self) -> None:
         self.kill_everything()
@@ -130,14 +133,33 @@ class Isolation:
         shutil.rmtree(self.private, ignore_errors=True)
 
 
+NOT_RUN_WHILE_GRADING = "# not run while grading: no point depends on this cell (see the README, How grading works)"
+
+
+def keep_only_what_the_submission_writes(nb, master) -> int:
+    """While grading, the kernel runs only the cells that make the submission: the ``%%writefile`` cells
+    (the agents and modules the checks use), the answer cells, and whatever the student added or changed.
+    The master's own checks and demonstrations award nothing there, so they are blanked: grading is
+    faster, and none of them can hang it. Returns how many cells were blanked."""
+    from crashlab.grading.notebooks import is_answer_cell
+
+    given = {cell.source for cell in master.cells if cell.cell_type == "code" and not is_answer_cell(cell)}
+    blanked = 0
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.source in given and not cell.source.startswith("%%writefile"):
+            cell.source, cell.outputs = NOT_RUN_WHILE_GRADING, []
+            blanked += 1
+    return blanked
+
+
 def run_submission(nb, isolation: Isolation, deadline: Deadline, cell_timeout: int) -> list[str]:
     """Run the notebook as the student until it ends or the deadline passes; return notes."""
-    source, target = isolation.workdir / "submission.ipynb", isolation.workdir / ".executed.ipynb"
+    source = isolation.workdir / "submission.ipynb"
     nbformat.write(nb, source)
     if isolation.sandbox is not None:
         isolation.sandbox.own(isolation.workdir)
-    process = isolation.popen([sys.executable, "-m", "crashlab.grading.run_notebook", str(source), str(target),
-                               str(cell_timeout), str(isolation.workdir)],
+    process = isolation.popen([sys.executable, "-m", "crashlab.grading.run_notebook", str(source), str(cell_timeout),
+                               str(isolation.workdir)],
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     notes = []
     try:

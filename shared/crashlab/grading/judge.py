@@ -297,43 +297,49 @@ def run_code(source: str, filename: str, namespace: dict) -> None:
         exec(code, namespace)  # noqa: S102 -- the master's own code
 
 
-def run_check(check: dict, preamble: str, workdir: Path, timeout: float, answer_names: list[str] = ()) -> dict:
-    deadline = time.monotonic() + timeout
-    finder = StudentModules(workdir)
-    subject = Subject(workdir, deadline)
-    finder.subject = subject
-    sys.meta_path.insert(0, finder)
-    namespace = {"__name__": "__check__"}
-    started = time.monotonic()
-    try:
-        run_code(BASE_PREAMBLE, "<base>", namespace)
-        run_code(preamble, "<preamble>", namespace)  # the master's own given cells
-        if answer_names:  # answers written as cells, not files: proxies for the names they define
-            answers = importlib.import_module(NOTEBOOK_ANSWERS)
-            for name in answer_names:
-                namespace[name] = getattr(answers, name)
-        run_code(check["source"], "<check>", namespace)
-        result = {"name": check["name"], "passed": True, "feedback": "passed"}
-    except BaseException as exc:  # noqa: BLE001 -- any failure is a failed check, with words for why
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        result = {"name": check["name"], "passed": False, "feedback": feedback(exc, check["source"])}
-    finally:
-        sys.meta_path.remove(finder)
-        finder.forget()
-        subject.close()
-        _stop_lesson_worlds()
-        if "__loop__" in namespace:
-            namespace["__loop__"].close()
-        sandboxes.kill_descendants()  # servers and launchers the check's given cells started
-    result["seconds"] = round(time.monotonic() - started, 2)
-    return result
+class Checks:
+    """The master's checks, run one after another in one namespace, as the notebook's cells would be:
+    the given cells (the preamble) run once, before the first check that needs them."""
 
+    def __init__(self, workdir: Path, preamble: str, answer_names: list[str], timeout: float):
+        self.workdir, self.preamble, self.answer_names, self.timeout = workdir, preamble, answer_names, timeout
+        self.namespace: dict = {"__name__": "__check__"}
+        self.prepared = False
 
-def _stop_lesson_worlds() -> None:
-    from crashlab.lesson import stop_worlds
+    def run(self, check: dict) -> dict:
+        finder = StudentModules(self.workdir)
+        finder.subject = subject = Subject(self.workdir, time.monotonic() + self.timeout)
+        sys.meta_path.insert(0, finder)
+        started = time.monotonic()
+        try:
+            if not self.prepared:
+                run_code(BASE_PREAMBLE, "<base>", self.namespace)
+                run_code(self.preamble, "<preamble>", self.namespace)  # the master's own given cells
+                self.prepared = True
+            if self.answer_names:  # answers written as cells, not files: proxies for the names they define
+                answers = importlib.import_module(NOTEBOOK_ANSWERS)
+                for name in self.answer_names:
+                    self.namespace[name] = getattr(answers, name)
+            run_code(check["source"], "<check>", self.namespace)
+            result = {"name": check["name"], "passed": True, "feedback": "passed"}
+        except BaseException as exc:  # noqa: BLE001 -- any failure is a failed check, with words for why
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            result = {"name": check["name"], "passed": False, "feedback": feedback(exc, check["source"])}
+        finally:
+            sys.meta_path.remove(finder)
+            finder.forget()
+            subject.close()
+        result["seconds"] = round(time.monotonic() - started, 2)
+        return result
 
-    stop_worlds()
+    def close(self) -> None:
+        from crashlab.lesson import stop_worlds
+
+        stop_worlds()
+        if "__loop__" in self.namespace:
+            self.namespace["__loop__"].close()
+        sandboxes.kill_descendants()  # servers and launchers the given cells started
 
 
 def main() -> None:
@@ -346,11 +352,13 @@ def main() -> None:
     workdir = Path(job["workdir"])
     os.chdir(workdir)
     sandboxes.become_subreaper()
-    for check in job["checks"]:
-        result = run_check(check, job.get("preamble", ""), workdir, float(job.get("timeout", 300)),
-                           job.get("answer_names", []))
-        out.write(json.dumps(result) + "\n")
-        out.flush()
+    checks = Checks(workdir, job.get("preamble", ""), job.get("answer_names", []), float(job.get("timeout", 300)))
+    try:
+        for check in job["checks"]:
+            out.write(json.dumps(checks.run(check)) + "\n")
+            out.flush()
+    finally:
+        checks.close()
 
 
 if __name__ == "__main__":

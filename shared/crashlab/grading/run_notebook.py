@@ -1,9 +1,8 @@
-"""Run a submitted notebook in a kernel, as the student: ``python -m crashlab.grading.run_notebook IN OUT``.
+"""Run a submitted notebook in a kernel, as the student: ``python -m crashlab.grading.run_notebook NB CELL_TIMEOUT DIR``.
 
 Started by the grader in a process of its own (as the sandbox user while grading as root), so the
 kernel and everything the notebook starts can be killed together at the deadline. What it produces --
-the agent files the notebook writes, and the executed notebook -- is untrusted data; no point is
-awarded from it.
+the files the notebook writes -- is untrusted data; no point is awarded from the run itself.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ def main() -> int:
 
     from crashlab.grading.notebooks import QUIET_KERNEL
 
-    source, target, cell_timeout, workdir = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    source, cell_timeout, workdir = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     nb = nbformat.read(source, as_version=4)
     client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3", allow_errors=True,
                             interrupt_on_timeout=True, resources={"metadata": {"path": workdir}},
@@ -33,7 +32,6 @@ def main() -> int:
     except Exception as exc:  # noqa: BLE001 -- a kernel that would not start, a timeout it could not interrupt
         print(f"the notebook did not run to the end ({type(exc).__name__}: {str(exc)[:200]})", file=sys.stderr)
         status = 3
-    nbformat.write(nb, target)
     return status
 
 
