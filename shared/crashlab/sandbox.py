@@ -116,6 +116,17 @@ def hide_paths(paths) -> None:
     libc.mount(b"proc", b"/proc", b"proc", 0x2 | 0x8 | 0x4, b"hidepid=2")  # nosuid, noexec, nodev
 
 
+def can_hide() -> bool:
+    """Whether this machine lets us make mount namespaces (a container without CAP_SYS_ADMIN does not).
+    Tried in a throwaway child, so nothing here changes."""
+    libc = ctypes.CDLL(None, use_errno=True)  # loaded before the fork: the child only makes one call
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if libc.unshare(0x00020000) == 0 else 1)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
 def apply_limits() -> None:
     """Memory and process caps for untrusted code (also used when not isolated, minus the uid)."""
     for limit, value in ((resource.RLIMIT_AS, MEMORY_LIMIT), (resource.RLIMIT_NPROC, PROCESS_LIMIT),
@@ -175,6 +186,9 @@ class SandboxSlot:
     def __init__(self, home: Path, hide: tuple = (), wait: float = 120.0):
         if not can_isolate():
             raise SandboxError("isolation needs root")
+        self.hidden = bool(hide) and can_hide()
+        if not self.hidden:
+            hide = ()  # the uid still protects everything but what is world-readable (the masters)
         SLOT_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
         deadline = time.monotonic() + wait
         self._lock = None

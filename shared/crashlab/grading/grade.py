@@ -151,6 +151,7 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
         lesson = report.lesson
         isolation = Isolation(workdir, isolate, hide=(solutions, *answer_files(lesson)), lesson=lesson)
         report.isolated = isolation.isolated
+        report.notes += isolation.notes
         uses = master.metadata.get("crashlab", {}).get("uses_lessons", [])
         if uses:
             isolation.give_lesson_files(uses, solutions)

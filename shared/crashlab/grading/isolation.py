@@ -51,6 +51,7 @@ class Isolation:
 
         self.workdir = workdir
         self.lesson = lesson
+        self.notes: list[str] = []
         self.lesson_files: Path | None = None
         self.slot = None
         self.sandbox = None
@@ -60,6 +61,9 @@ class Isolation:
         if want:
             self.slot = sandboxes.SandboxSlot(workdir / "home", hide=tuple(hide))
             self.sandbox = self.slot.sandbox
+            if hide and not self.slot.hidden:
+                self.notes.append("this machine allows no mount namespaces (a container without CAP_SYS_ADMIN?): "
+                                  "the masters and the answers being graded could not be hidden from the student's code")
         else:
             sandboxes.become_subreaper()
             self._already_running = set(sandboxes.descendants(os.getpid()))  # ours, not the submission's
