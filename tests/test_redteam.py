@@ -26,15 +26,16 @@ LESSON1 = "01_naive_event_log.ipynb"
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="isolation needs root (CI and .ci/run grade as root)")
 
 
-def student_with(*cells: str, replace: dict | None = None) -> nbformat.NotebookNode:
-    """The student notebook of lesson 1 with extra cells right after its imports cell, and answer
+def student_with(*cells: str, replace: dict | None = None, at_end: bool = False) -> nbformat.NotebookNode:
+    """The student notebook of lesson 1 with extra cells right after its imports cell (or, ``at_end``,
+    after everything, so what they write is not overwritten by the notebook's own cells), and answer
     cells replaced by ``replace`` (grade id -> source)."""
     nb = nbformat.read(ROOT / "course" / LESSON1, as_version=4)
     for gid, source in (replace or {}).items():
         next(c for c in nb.cells if grade_id(c) == gid).source = source
-    imports = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
-    for offset, source in enumerate(cells, start=1):
-        nb.cells.insert(imports + offset, nbformat.v4.new_code_cell(source))
+    at = len(nb.cells) if at_end else next(i for i, c in enumerate(nb.cells) if c.cell_type == "code") + 1
+    for offset, source in enumerate(cells):
+        nb.cells.insert(at + offset, nbformat.v4.new_code_cell(source))
     return nb
 
 
@@ -167,7 +168,21 @@ def test_the_masters_are_hidden_from_the_students_code(tmp_path):
              f"    if source.startswith('%%writefile'):\n"
              f"        name, body = source.split('\\n', 1)\n"
              f"        open(name.split()[-1], 'w').write(body)\n")
-    assert_zero(grade(student_with(steal), tmp_path))
+    assert_zero(grade(student_with(steal, at_end=True), tmp_path))
+
+
+@ROOT_ONLY
+def test_the_masters_in_the_git_history_are_hidden_too(tmp_path):
+    """The same answers, read from the repository's history instead of the working tree."""
+    steal = (f"import json, subprocess\n"
+             f"shown = subprocess.run(['git', '-c', 'safe.directory=*', '-C', {str(ROOT)!r}, 'show',\n"
+             f"                        'HEAD:solutions/{LESSON1}'], capture_output=True, text=True).stdout\n"
+             f"for cell in json.loads(shown)['cells']:\n"
+             f"    source = ''.join(cell['source'])\n"
+             f"    if source.startswith('%%writefile'):\n"
+             f"        name, body = source.split('\\n', 1)\n"
+             f"        open(name.split()[-1], 'w').write(body)\n")
+    assert_zero(grade(student_with(steal, at_end=True), tmp_path))
 
 
 @ROOT_ONLY

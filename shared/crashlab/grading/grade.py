@@ -144,12 +144,14 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
                          run_id=os.environ.get("CRASHLAB_RUN_ID", ""))
     limit = Deadline(deadline)
     workdir = Path(tempfile.mkdtemp(prefix="crashlab-grade-"))
-    os.chmod(workdir, 0o755)
     isolation = None
     saved_env = dict(os.environ)
     try:
         lesson = report.lesson
-        isolation = Isolation(workdir, isolate, hide=(solutions, *answer_files(lesson)), lesson=lesson)
+        # Hidden from the student's processes: the masters, the git history that holds them too, and the
+        # library's answers to this lesson.
+        secret = (solutions, solutions.parent / ".git", *answer_files(lesson))
+        isolation = Isolation(workdir, isolate, hide=secret, lesson=lesson)
         report.isolated = isolation.isolated
         report.notes += isolation.notes
         uses = master.metadata.get("crashlab", {}).get("uses_lessons", [])
