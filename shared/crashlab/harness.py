@@ -24,7 +24,7 @@ from pathlib import Path
 from crashlab.audit import Audit, Event
 from crashlab import sandbox as sandboxes
 from crashlab.launcher import WarmLauncher
-from crashlab.order import ORDER_ID, default_points
+from crashlab.order import ORDER_ID, TOOL_ORDER, default_points
 from crashlab.world import World
 
 # What a correct agent must show at each crash point, by name.
@@ -213,6 +213,10 @@ def judge(point: str, audit: Audit, reached: bool, last: ProcessRun | None, expe
         problems.append(f"{point}: {audit.repeated_model_calls} repeated model call(s) -- the model was asked "
                         f"again for an answer that was already recorded" + (" (1 is the unavoidable window here)"
                                                                              if allowed else ""))
+    turns = len(TOOL_ORDER) + 1  # one model call per tool, then the final answer
+    if audit.model_calls > turns + allowed and audit.repeated_model_calls <= allowed:
+        problems.append(f"{point}: {audit.model_calls} model calls for a {turns}-turn order -- the model was asked "
+                        f"again for turns it had already answered (a reworded conversation is still a repeat)")
     if expect == "durable" and audit.duplicates:
         problems.append(f"{point}: " + ", ".join(audit.duplicate_findings()))
     if not audit.finished:
@@ -393,6 +397,8 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
     own_dir = workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="crashlab-matrix-")) if own_dir else Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
+    if own_dir:
+        os.chmod(workdir, 0o711)  # agents (the sandbox user, while grading) reach their own rows, list nothing
     warm = shared or (WarmLauncher(preload) if launcher == "warm" else None)
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:

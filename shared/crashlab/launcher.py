@@ -64,8 +64,17 @@ class WarmProcess:
             pass
 
     def output(self) -> tuple[str, str]:
-        return (self._stdout.read_text(errors="replace") if self._stdout.exists() else "",
-                self._stderr.read_text(errors="replace") if self._stderr.exists() else "")
+        return _read_own_file(self._stdout), _read_own_file(self._stderr)
+
+
+def _read_own_file(path: Path) -> str:
+    """What an agent wrote to its output file; never a file a planted symlink points at."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as f:
+        return f.read(1 << 20).decode(errors="replace")
 
 
 class WarmLauncher:
@@ -76,7 +85,7 @@ class WarmLauncher:
         req_read, self._req_write = os.pipe()
         self._rep_read, rep_write = os.pipe()
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "crashlab.launcher", str(req_read), str(rep_write), *self.preload],
+            [sys.executable, "-P", "-m", "crashlab.launcher", str(req_read), str(rep_write), *self.preload],
             pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL, start_new_session=True)
         os.close(req_read)
         os.close(rep_write)

@@ -162,7 +162,7 @@ class TemporalServer:
                "--http-port", str(http_port), "--metrics-port", str(free_port(avoid={port, http_port})),
                "--db-filename", str(db), "--log-level", "error"]
         cmd += ["--ui-port", str(ui_port), "--ui-ip", "127.0.0.1", "--ui-disable-news-fetch"] if ui else ["--headless"]
-        supervisor = [sys.executable, "-m", "crashlab.temporal_server", "supervise"]
+        supervisor = [sys.executable, "-P", "-m", "crashlab.temporal_server", "supervise"]
         if stop_with_parent:
             supervisor += ["--parent-pid", str(os.getpid())]
         ready = state_dir / READY_FILE

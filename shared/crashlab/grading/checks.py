@@ -64,7 +64,8 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline) -
            "timeout": float(master.metadata.get("crashlab", {}).get("check_timeout", 240)),
            "checks": [{"name": grade_id(c), "source": c.source} for c in tests], "answer_names": answer_names}
     env = isolation.env()
-    process = subprocess.Popen([sys.executable, "-m", "crashlab.grading.judge"], cwd=isolation.workdir, env=env,
+    # -P: the judge runs as root in the student's folder; a `crashlab/` planted there must not be imported
+    process = subprocess.Popen([sys.executable, "-P", "-m", "crashlab.grading.judge"], cwd=isolation.workdir, env=env,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                start_new_session=True)
     results: dict[str, dict] = {}
@@ -113,7 +114,7 @@ def score_matrix_check(check: dict, workdir: Path, needs=None) -> TestResult:
                                                 f"to crash-test", "matrix")
     matrix = crash_test(agent, check.get("crash_points", "all"), expect=check.get("expect", "durable"),
                         jobs=int(check.get("jobs", 2)), progress=False, timeout=float(check.get("timeout", 60)),
-                        workdir=workdir / ".crashlab" / "grading", resumers=int(check.get("resumers", 1)),
+                        workdir=None, resumers=int(check.get("resumers", 1)),  # rows in a folder of the grader's
                         double=[tuple(pair) for pair in check.get("double", [])] or None,
                         faults=[tuple(f) for f in check.get("faults", [])] or None,
                         launcher=check.get("launcher", "warm"), preload=tuple(check.get("preload", ())),

@@ -163,13 +163,17 @@ def run_submission(nb, isolation: Isolation, deadline: Deadline, cell_timeout: i
     nbformat.write(nb, source)
     if isolation.sandbox is not None:
         isolation.sandbox.own(isolation.workdir)
-    process = isolation.popen([sys.executable, "-m", "crashlab.grading.run_notebook", str(source), str(cell_timeout),
-                               str(isolation.workdir)],
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # stderr to a file, not a pipe: children that inherit it cannot make us wait once the notebook is done
+    log = isolation.private / "run_notebook.log"
+    with open(log, "wb") as err:
+        process = isolation.popen([sys.executable, "-m", "crashlab.grading.run_notebook", str(source),
+                                   str(cell_timeout), str(isolation.workdir)],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
     notes = []
     try:
-        _, err = process.communicate(timeout=max(1.0, deadline.left()))
-        notes += [line for line in err.decode(errors="replace").splitlines() if line.startswith("the ")][:3]
+        process.wait(timeout=max(1.0, deadline.left()))
+        text = log.read_text(errors="replace")
+        notes += [line for line in text.splitlines() if line.startswith("the ")][:3]
     except subprocess.TimeoutExpired:
         notes.append(f"the notebook was still running at the deadline ({deadline.seconds:.0f} s): it was stopped, "
                      "and every process it started was killed")

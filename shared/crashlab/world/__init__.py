@@ -85,12 +85,14 @@ class World:
             ledgers, ready_arg = Path(private) / f"world-{token[:12]}", []
         else:
             ledgers, ready_arg = state_dir / "ledgers", ["--ready-file", str(ready)]
-        cmd = [sys.executable, "-m", "crashlab.world.server", "--state", str(ledgers), "--port", str(port),
+        cmd = [sys.executable, "-P", "-m", "crashlab.world.server", "--state", str(ledgers), "--port", str(port),
                *ready_arg]
         if stop_with_parent:
             cmd += ["--parent-pid", str(os.getpid())]
         give(state_dir)  # while grading as root, the agents (the sandbox user) keep their state here
-        log = open(state_dir / "world.log", "ab")
+        # O_NOFOLLOW: while grading, this folder belongs to the student, who may have planted a symlink
+        log = os.fdopen(os.open(state_dir / "world.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644),
+                        "ab")
         env = {k: v for k, v in os.environ.items() if k != "CRASHLAB_SANDBOX"}
         env["CRASHLAB_WORLD_TOKEN"] = token
         process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
