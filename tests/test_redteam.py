@@ -132,6 +132,83 @@ def test_an_agent_that_deletes_ledger_rows_cannot_reach_them(tmp_path):
     assert_zero(grade(student_with(replace={"ex3_logged_agent": agent}), tmp_path))
 
 
+SURVIVOR = '''"""No durable state at all: at start-up the agent launches a helper in a session of its own, which
+waits for the agent to die and then does the whole order again; a "resumed" process only waits for the
+helper. Process groups and sessions do not catch the helper; only a kill of everything the crashed run
+started does."""
+import os, subprocess, sys, time
+from crashlab.agent import (MAX_TOKENS, MODEL, TOOLS, call_tool, content_to_dicts, first_tool_use,
+                            model_client, order_task, state_dir, tool_result_message)
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except OSError:
+        return False
+
+def do_the_order(order_id):
+    messages = [{"role": "user", "content": order_task(order_id)}]
+    for _ in range(10):
+        reply = model_client().messages.create(model=MODEL, max_tokens=MAX_TOKENS, tools=TOOLS, messages=messages)
+        content = content_to_dicts(reply.content)
+        if reply.stop_reason != "tool_use":
+            (state_dir() / "done").write_text("ok")
+            return
+        call = first_tool_use(content)
+        messages.append({"role": "assistant", "content": content})
+        messages.append(tool_result_message(call["id"], call_tool(call["name"], call["input"])))
+
+order_id = sys.argv[sys.argv.index("--order") + 1] if "--order" in sys.argv else "ORD-8842"
+helper = state_dir() / "helper.pid"
+if "--helper" in sys.argv:                    # the helper: wait for the agent's death, then take over
+    original = int(sys.argv[-1])
+    while alive(original):
+        time.sleep(0.02)
+    if not (state_dir() / "done").exists():
+        do_the_order(order_id)
+elif helper.exists():                         # a "resume": wait while the helper works
+    while alive(int(helper.read_text())) and not (state_dir() / "done").exists():
+        time.sleep(0.05)
+else:
+    spare = subprocess.Popen([sys.executable, __file__, "--order", order_id, "--helper", str(os.getpid())],
+                             start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    helper.write_text(str(spare.pid))
+    do_the_order(order_id)
+'''
+
+
+@ROOT_ONLY
+def test_a_helper_that_survives_the_crash_and_finishes_the_order_fails_the_matrix(monkeypatch):
+    """A crash takes everything the crashed run started with it, as a machine's crash does: each row of a
+    matrix runs as a crash user of its own, and every process of that user dies after the crash. (Graded
+    in full, the same cheat scores 0 of 12; here the matrix alone, which is what it attacks.)"""
+    import tempfile
+
+    from crashlab import sandbox as sandboxes
+    from crashlab.harness import crash_test
+
+    folder = Path(tempfile.mkdtemp(prefix="crashlab-redteam-"))
+    try:
+        (folder / "survivor_agent.py").write_text(SURVIVOR)
+        with sandboxes.SandboxSlot(folder / "home") as sandbox:
+            sandbox.own(folder)
+            os.chmod(folder, 0o770)
+            for name, value in sandbox.env({}).items():  # as the grader's process is set up
+                monkeypatch.setenv(name, value)
+            matrix = crash_test(folder / "survivor_agent.py", ["after:charge_card", "before:reserve_item"],
+                                expect="observe", baseline=True, progress=False, timeout=30)
+            assert not sandbox.processes(), "nothing of the rows outlived them"
+    finally:
+        subprocess.run(["rm", "-rf", str(folder)])
+    baseline, *crashed = matrix.rows
+    assert baseline.finished, f"the cheat works when nothing crashes: {baseline.problems}"
+    for row in crashed:
+        assert row.reached, row.problems
+        assert not row.finished, f"{row.point}: the helper outlived the crash and finished the order: {row.effects}"
+
+
 # --- the kernel with the grader's privileges --------------------------------------------------------------------
 @ROOT_ONLY
 def test_forged_results_and_a_rewritten_library_do_not_count(tmp_path):

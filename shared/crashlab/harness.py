@@ -116,13 +116,18 @@ def run_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, cras
     :class:`~crashlab.launcher.WarmLauncher` the process is forked from a warm interpreter instead of
     starting a new one; either way it is a new process that is killed for real.
     """
-    world.arm_crash(crash_at)
-    try:
-        running = start_agent(agent, world, order_id, extra_env=extra_env, launcher=launcher, args=args)
-        run = running.finish(timeout, crash_world=world if crash_at else None)
-    finally:
-        if crash_at:
+    if not crash_at:
+        return start_agent(agent, world, order_id, extra_env=extra_env, launcher=launcher, args=args).finish(timeout)
+    # A crashed run takes every process it started with it, as a machine that crashes does (see
+    # crashlab.sandbox.crash_user): nothing it forked off can finish the order behind the resume's back.
+    with sandboxes.crash_user(hand_back=(world.agent_dir, Path(agent).resolve().parent)):
+        world.arm_crash(crash_at)
+        try:
+            running = start_agent(agent, world, order_id, extra_env=extra_env, launcher=launcher, args=args)
+            run = running.finish(timeout, crash_world=world)
+        finally:
             world.arm_crash(None)
+            sandboxes.kill_crashed()
     return run
 
 
@@ -236,6 +241,17 @@ def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect
     - ``faults``: ``(name, times, arg)`` faults armed in the world first, e.g. ``("lost_ack:charge_card", 1, None)``.
     """
     base = Path(tempfile.mkdtemp(prefix="row-", dir=workdir))
+    try:
+        with sandboxes.crash_user(home=base):  # while grading: the row's processes, all killed after each crash
+            return _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_crash_at, faults,
+                              extra_env, launcher)
+    finally:
+        if not keep:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_crash_at, faults, extra_env,
+               launcher) -> Row:
     sandboxes.give(base)
     world = World.start(base / "world")
     label = point if then_crash_at is None else f"{point} + {then_crash_at}"
@@ -268,6 +284,7 @@ def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect
             started = [start_agent(agent, world, order_id, extra_env=extra_env, launcher=launcher)
                        for _ in range(count)]
             resumes = [r.finish(timeout) for r in started]
+            sandboxes.kill_crashed()  # nothing left running that could change the world under the audit
             runs += resumes
             finished_ok = [r for r in resumes if r.returncode == 0]
             last = finished_ok[0] if finished_ok else resumes[0]
@@ -278,8 +295,6 @@ def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect
                    audit.finished and (last is None or last.returncode == 0), recovery, problems, runs, audit.events)
     finally:
         world.stop()
-        if not keep:
-            shutil.rmtree(base, ignore_errors=True)
 
 
 def double_crash_pairs(sample: int | None = 6) -> list[tuple[str, str]]:

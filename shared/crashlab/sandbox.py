@@ -18,6 +18,7 @@ harness knows to demote the agents it starts.
 
 from __future__ import annotations
 
+import contextvars
 import ctypes
 import fcntl
 import json
@@ -26,12 +27,15 @@ import pwd
 import resource
 import signal
 import subprocess
+import threading
 import time
-from dataclasses import asdict, dataclass
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 ENV_SANDBOX = "CRASHLAB_SANDBOX"
 SLOTS = 8
+CRASH_USERS = 4                   # users of a slot's own for crashed runs (one per crash-matrix row at a time)
 SLOT_DIR = Path("/run/crashlab-sandbox")
 MEMORY_LIMIT = 6 * 1024 ** 3      # bytes of address space per process
 PROCESS_LIMIT = 768               # processes and threads of the sandbox user, all together
@@ -48,6 +52,7 @@ class Sandbox:
     user: str
     home: str
     hide: tuple = ()  # what the student must not read: the masters' folder, the answers being graded
+    crash_users: tuple = ()  # (uid, name) pairs: see :func:`crash_user`
 
     # --- what a child process needs --------------------------------------------------------------
     def demote(self) -> None:
@@ -59,6 +64,7 @@ class Sandbox:
         os.setuid(self.uid)
         if os.getuid() != self.uid or os.geteuid() != self.uid:
             raise SandboxError("could not drop privileges")
+        os.umask(0o007)  # the run's users share one group: what one makes, the next (a resume) can use
         apply_limits()
 
     def env(self, base: dict[str, str]) -> dict[str, str]:
@@ -68,7 +74,9 @@ class Sandbox:
         return env
 
     def processes(self) -> list[int]:
-        return [pid for pid, uid in _all_processes() if uid == self.uid]
+        """Every process of this user and of its crash users."""
+        uids = {self.uid, *(uid for uid, _ in self.crash_users)}
+        return [pid for pid, uid in _all_processes() if uid in uids]
 
     def kill_all(self, timeout: float = 5.0) -> int:
         """SIGKILL every process of the sandbox user until none is left; returns how many died."""
@@ -88,11 +96,14 @@ class Sandbox:
         return killed
 
     def own(self, path: Path) -> None:
-        """Give a folder (and what is in it) to the sandbox user: its scratch space."""
+        """Give a folder (and what is in it) to the sandbox user: its scratch space. The group (the slot's
+        own, shared only with its crash users) gets the same rights as the owner."""
         for root, dirs, files in os.walk(path):
-            os.chown(root, self.uid, self.gid, follow_symlinks=False)
-            for name in dirs + files:
-                os.chown(os.path.join(root, name), self.uid, self.gid, follow_symlinks=False)
+            for name in [root] + [os.path.join(root, n) for n in dirs + files]:
+                os.chown(name, self.uid, self.gid, follow_symlinks=False)
+                if not os.path.islink(name):
+                    mode = os.stat(name).st_mode & 0o7777
+                    os.chmod(name, mode | ((mode & 0o700) >> 3))
 
 
 def hide_paths(paths) -> None:
@@ -140,16 +151,103 @@ def apply_limits() -> None:
 
 
 def current() -> Sandbox | None:
-    """The sandbox this process was told to put untrusted children in, if any."""
+    """The sandbox this process was told to put untrusted children in, if any (inside
+    :func:`crash_user`, that row's user)."""
+    row = _crash_user.get()
+    if row is not None:
+        return row
     raw = os.environ.get(ENV_SANDBOX)
     if not raw:
         return None
     try:
         data = json.loads(raw)
         data["hide"] = tuple(data.get("hide", ()))
+        data["crash_users"] = tuple(tuple(pair) for pair in data.get("crash_users", ()))
         return Sandbox(**data)
     except (TypeError, ValueError):
         return None
+
+
+_crash_user: contextvars.ContextVar = contextvars.ContextVar("crashlab_crash_user", default=None)
+_crash_users_busy: set[int] = set()
+_crash_users_free = threading.Condition()
+
+
+@contextmanager
+def crash_user(home: str | os.PathLike | None = None, hand_back: tuple = (), wait: float = 300.0):
+    """Run everything a crashed run starts as a user of its own, and kill every process of that user
+    when the block ends (and whenever :func:`kill_crashed` is called).
+
+    A machine that crashes takes every process with it. An agent killed at a crash point must not leave
+    a helper behind -- a double fork in a session of its own -- that finishes the order while the
+    "resumed" process only waits: that would pass every matrix with no durable state at all. Process
+    groups and sessions can be escaped; a uid cannot. So while grading as root each crash-matrix row
+    (and each crashed run) borrows one of the slot's crash users, which share the sandbox user's group
+    (files pass between the crashed run and its resume), and kills all of its processes after the crash.
+
+    ``hand_back``: folders where a lone crashed run (not a whole row) left files that the sandbox user's
+    next run resumes from; once the crash user's processes are dead, its files there become the
+    sandbox user's (SQLite makes its files 0644 whatever the umask, so sharing a group is not enough).
+
+    Yields the row's :class:`Sandbox`, or None when there is no sandbox (not grading as root): then
+    nothing changes.
+    """
+    active = _crash_user.get()
+    parent = current() if active is None else None
+    if active is not None or parent is None or os.geteuid() != 0 or not parent.crash_users:
+        yield active
+        return
+    deadline = time.monotonic() + wait
+    with _crash_users_free:
+        while True:
+            free = [pair for pair in parent.crash_users if pair[0] not in _crash_users_busy]
+            if free:
+                uid, name = free[0]
+                _crash_users_busy.add(uid)
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SandboxError(f"all {len(parent.crash_users)} crash users stayed busy for {wait:.0f} s")
+            _crash_users_free.wait(left)
+    row = replace(parent, uid=uid, user=name, home=str(home or parent.home), crash_users=())
+    token = _crash_user.set(row)
+    try:
+        row.kill_all()  # nothing of an earlier row's
+        yield row
+    finally:
+        row.kill_all()
+        _crash_user.reset(token)
+        for folder in hand_back:
+            _hand_back(folder, row.uid, parent)
+        with _crash_users_free:
+            _crash_users_busy.discard(uid)
+            _crash_users_free.notify_all()
+
+
+def _hand_back(folder, uid: int, to: Sandbox) -> None:
+    """Give ``to`` every file of ``uid`` under ``folder``. Walked by directory descriptors, never
+    following a symlink, so a folder swapped for a link mid-walk cannot point root's chown elsewhere."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    previous = libc.setfsuid(0)  # the judge works with the sandbox user's file rights: root's, for this
+    try:
+        for _, _, _, dirfd in os.fwalk(folder, follow_symlinks=False):
+            for name in [".", *os.listdir(dirfd)]:
+                try:
+                    if os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_uid == uid:
+                        os.chown(name, to.uid, to.gid, dir_fd=dirfd, follow_symlinks=False)
+                except OSError:
+                    pass
+    except OSError:
+        pass
+    finally:
+        libc.setfsuid(previous)
+
+
+def kill_crashed() -> None:
+    """After a crash: kill every process the crashed run left, whatever session it moved to."""
+    row = _crash_user.get()
+    if row is not None:
+        row.kill_all()
 
 
 def child_env(env: dict[str, str]) -> dict[str, str]:
@@ -172,8 +270,20 @@ def give(path: Path) -> None:
     if sandbox is not None and os.geteuid() == 0:
         try:
             sandbox.own(path)
-        except PermissionError:
-            pass
+        except PermissionError:  # we work with the sandbox user's file rights (setfsuid): share by group
+            share_with_group(path)
+
+
+def share_with_group(path: Path) -> None:
+    """What this process owns under ``path``, made usable by its group (the run's crash users)."""
+    for root, dirs, files in os.walk(path):
+        for name, mode in [(root, 0o2770)] + [(os.path.join(root, d), 0o2770) for d in dirs] \
+                + [(os.path.join(root, f), 0o660) for f in files]:
+            try:
+                if not os.path.islink(name):
+                    os.chmod(name, mode)
+            except OSError:
+                pass
 
 
 def can_isolate() -> bool:
@@ -208,7 +318,8 @@ class SandboxSlot:
                 time.sleep(0.5)
         user = f"crashlab-sb{self.slot}"
         entry = _ensure_user(user)
-        self.sandbox = Sandbox(entry.pw_uid, entry.pw_gid, user, str(home), tuple(str(p) for p in hide))
+        crash_users = tuple((_ensure_user(f"{user}c{k}", group=user).pw_uid, f"{user}c{k}") for k in range(CRASH_USERS))
+        self.sandbox = Sandbox(entry.pw_uid, entry.pw_gid, user, str(home), tuple(str(p) for p in hide), crash_users)
         self.sandbox.kill_all()  # whatever a crashed earlier run left behind
 
     def close(self) -> None:
@@ -224,13 +335,16 @@ class SandboxSlot:
         self.close()
 
 
-def _ensure_user(name: str) -> pwd.struct_passwd:
+def _ensure_user(name: str, group: str | None = None) -> pwd.struct_passwd:
+    """A system user, made on first use: with a group of its own, or in ``group`` (a crash user shares its
+    slot user's group)."""
     try:
         return pwd.getpwnam(name)
     except KeyError:
         pass
+    grouping = ["--gid", group] if group else ["--user-group"]
     result = subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-                             "--shell", "/usr/sbin/nologin", "--user-group", name],
+                             "--shell", "/usr/sbin/nologin", *grouping, name],
                             capture_output=True, text=True)
     try:
         return pwd.getpwnam(name)

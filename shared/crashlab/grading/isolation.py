@@ -72,7 +72,7 @@ class Isolation:
         os.chmod(self.private, 0o700)
         if self.sandbox is not None:
             self.sandbox.own(workdir)
-            os.chmod(workdir, 0o700)  # this submission's folder: no other sandbox user (another student) gets in
+            os.chmod(workdir, 0o770)  # this submission's folder: its sandbox user and crash users (one group) only
             probe = self.popen([sys.executable, "-c", "pass"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             if probe.wait(60) != 0:
                 self.close()
