@@ -209,6 +209,103 @@ def test_a_helper_that_survives_the_crash_and_finishes_the_order_fails_the_matri
         assert not row.finished, f"{row.point}: the helper outlived the crash and finished the order: {row.effects}"
 
 
+REWORDED = '''"""Durable-looking but not: every run starts the conversation again, each time with a task worded a
+little differently, so no model request is byte-for-byte a repeat of an earlier one."""
+import os
+from crashlab.agent import (MAX_TOKENS, MODEL, TOOLS, agent_main, call_tool, content_to_dicts, first_tool_use,
+                            model_client, order_task, state_dir, tool_result_message)
+
+def run(order_id):
+    runs = state_dir() / "runs"
+    n = len(runs.read_text()) if runs.exists() else 0
+    runs.write_text("x" * (n + 1))
+    messages = [{"role": "user", "content": order_task(order_id) + " " * n + f" (attempt {n + 1})"}]
+    for _ in range(10):
+        reply = model_client().messages.create(model=MODEL, max_tokens=MAX_TOKENS, tools=TOOLS, messages=messages)
+        content = content_to_dicts(reply.content)
+        if reply.stop_reason != "tool_use":
+            return
+        call = first_tool_use(content)
+        messages.append({"role": "assistant", "content": content})
+        messages.append(tool_result_message(call["id"], call_tool(call["name"], call["input"])))
+
+if __name__ == "__main__":
+    agent_main(run)
+'''
+
+
+def test_restarting_the_conversation_in_other_words_counts_as_repeated_model_calls(tmp_path):
+    """The world sees every model request; a restart that rewords the task is still the model asked again
+    for turns it had answered, and the row fails."""
+    from crashlab.harness import crash_test
+
+    (tmp_path / "reworded_agent.py").write_text(REWORDED)
+    matrix = crash_test(tmp_path / "reworded_agent.py", ["after:charge_card"], expect="no-repeats", progress=False,
+                        timeout=30)
+    baseline, crashed = matrix.rows
+    assert baseline.ok, baseline.problems
+    assert crashed.reached and crashed.finished and not crashed.ok, crashed.problems
+    assert any("a reworded conversation is still a repeat" in p for p in crashed.problems), crashed.problems
+
+
+def test_an_exception_dressed_as_keyboard_interrupt_and_a_child_holding_stderr_do_not_stop_grading(tmp_path):
+    """A function that raises KeyboardInterrupt (and one raising a class of its own named so) must not
+    end grading as if the grader were interrupted; a child left holding the notebook's stderr must not
+    make grading wait for it. Every check is still scored, and the results are written."""
+    interrupting = ('%%writefile order_log.py\n'
+                    'from crashlab.eventlog import CorruptLogError, append_event\n'
+                    'class KeyboardInterrupt(Exception):\n'
+                    '    pass\n'
+                    'def read_events(path):\n'
+                    '    raise KeyboardInterrupt("stop the judge")\n')
+    real = ('%%writefile replay.py\n'
+            'def rebuild(events):\n'
+            '    raise KeyboardInterrupt\n')
+    holder = "import subprocess\nsubprocess.Popen(['sleep', '600'])  # inherits the notebook's stderr\n"
+    out = tmp_path / "results.json"
+    started = time.monotonic()
+    report = grade(student_with(holder, replace={"ex1_read_events": interrupting, "ex2_rebuild": real}), tmp_path,
+                   json_out=out)
+    assert time.monotonic() - started < 120, "grading did not wait for the child"
+    assert_zero(report)
+    assert len(report.tests) == 4 and json.loads(out.read_text())["score"] == 0
+
+
+def test_the_harness_never_reads_a_file_an_agent_links_its_output_to(tmp_path):
+    """Root reads what agents print; an agent that swaps its output file for a symlink to a file only
+    root can read must not get that file into its run's output (and so into feedback)."""
+    from crashlab.harness import run_agent
+    from crashlab.launcher import WarmLauncher
+    from crashlab.world import World
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("ROOT-ONLY-SECRET")
+    os.chmod(secret, 0o600)
+    (tmp_path / "agent").mkdir()
+    (tmp_path / "agent" / "linker.py").write_text(
+        "import os, sys\n"
+        "out = os.readlink('/proc/self/fd/1')\n"
+        "os.unlink(out)\n"
+        f"os.symlink({str(secret)!r}, out)\n")
+    with World.start(tmp_path / "world") as world, WarmLauncher() as warm:
+        run = run_agent(tmp_path / "agent" / "linker.py", world, launcher=warm, timeout=30)
+    assert "ROOT-ONLY-SECRET" not in run.stdout + run.stderr
+
+
+def test_a_planted_world_log_link_is_never_written_through(tmp_path):
+    """A world started in a folder a student controls opens its log without following a symlink."""
+    from crashlab.world import World
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched")
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "world.log").symlink_to(victim)
+    with pytest.raises(OSError):
+        World.start(state, fresh=False)
+    assert victim.read_text() == "untouched"
+
+
 # --- the kernel with the grader's privileges --------------------------------------------------------------------
 @ROOT_ONLY
 def test_forged_results_and_a_rewritten_library_do_not_count(tmp_path):
