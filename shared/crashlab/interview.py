@@ -45,28 +45,29 @@ BANK: tuple[Question, ...] = (
        "After a crash the run resumes the conversation where it was: finished steps are not redone and recorded "
        "model answers are not paid for again, because progress lives outside the process.",
        "Where exactly does the state live, and what happens to a step that was running when the process died?",
-       ["The agent restarts from the first step, but faster",
+       ["Retrying the whole run from the start whenever it fails",
         "The run continues from its last recorded step, reusing recorded results",
-        "The model is asked to remember what it did"], "B"),
+        "Saving the chat history so the model can be asked where it left off"], "B"),
     _q("q02", "1", "Your agent logs each step after its tool returns. Where can a crash still cause a duplicate?",
        "Nowhere, the log records every step.",
        "Between the tool's effect committing and the log line being written: the resume has no record of the step, "
        "asks again, and repeats the effect. Logging earlier moves the window, it cannot close it.",
        "How would you close that window? (Idempotency at the tool or the service.)",
-       ["Between the effect and the log write", "Only if the disk is full", "Only before the model call"], "A"),
+       ["Between the effect and the log write", "Nowhere, as long as the log is fsynced after every line",
+        "Only when two workers run the same order at once"], "A"),
     _q("q03", "1", "Why log the model's decision before running the tool?",
        "So the log is more complete.",
        "So a crash between the decision and the effect does not cost the model call again: the resume finds the "
        "decided tool call in the log and runs it without asking. The only repeat left is an answer that died in flight.",
        "Which crash point still repeats a model call, and why can no engine avoid it?",
-       ["To make the log smaller", "So the resume runs the logged decision instead of asking again",
-        "Because the API requires it"], "B"),
+       ["So the tool call is guaranteed to run exactly once", "So the resume runs the logged decision instead of asking again",
+        "So the model sees its earlier decision in the prompt"], "B"),
     _q("q04", "1", "The last line of your JSONL log is half a record after a crash. What should the reader do?",
        "Skip lines that fail to parse.",
        "Drop only the unterminated tail: a record exists once its newline is durable. Damage to a complete line "
        "earlier in the file cannot come from a torn append, so it is an error that names the file and line.",
        "Why is silently skipping every unreadable line dangerous?",
-       ["Drop the torn last line, fail loudly on damage elsewhere", "Delete the log and start again",
+       ["Drop the torn last line, fail loudly on damage elsewhere", "Truncate the file at the first line that does not parse",
         "Skip any line that does not parse"], "A"),
     _q("q05", "2", "How do you make sure an agent never charges a card twice across a crash?",
        "Check whether we already charged before charging.",
@@ -74,79 +75,90 @@ BANK: tuple[Question, ...] = (
        "id plus step), retry with the same key, and prove it by killing the process at every step and counting "
        "charges in the provider's ledger.",
        "What if the provider has no idempotency keys?",
-       ["A uuid4() key per request", "A timestamp key",
-        "A key from the order/workflow id and the step"], "C"),
-    _q("q06", "2", "Why does a uuid4() idempotency key not protect you?",
+       ["Look the order up in our database and charge only if no charge is recorded", "A fresh uuid4() key per request",
+        "A key from the order/workflow id and the step, reused on every retry"], "C"),
+    _q("q06", "2", "Why does a uuid4() idempotency key made at call time not protect you?",
        "It does, every request is unique.",
        "Because the resume or retry computes a new uuid, so the service sees a different key and treats the request "
        "as new. Uniqueness per attempt is exactly the wrong property: the key must be the same for every attempt "
-       "of the same step.",
+       "of the same step (a uuid made once and saved durably before the first attempt would do).",
        "Where would you compute and store the key so that it survives a crash?",
-       ["It is too long for the provider", "Every attempt gets a new key, so retries look new",
-        "uuid4 is not random enough"], "B"),
+       ["uuid4 values can collide under load", "Every attempt gets a new key, so a retry looks like a new request",
+        "The provider keeps keys only for a few seconds"], "B"),
     _q("q07", "2", "A charge request timed out. Did the charge happen?",
        "No, it failed.",
        "Unknown: the service may have committed and lost the reply. The safe move is to retry the same request with "
        "the same idempotency key; the provider returns the first result if it did commit.",
        "Which errors are retryable and which are not? (No reply, 409 and 5xx versus a 400.)",
-       ["Unknown; retry with the same key", "No, a timeout means nothing happened",
-        "Yes; never retry"], "A"),
+       ["Unknown; retry with the same key", "No: a timeout means the provider rolled it back",
+        "Unknown; ask the model whether to retry"], "A"),
     _q("q08", "2", "Why should a provider reject the same key with different parameters?",
        "It should just replay the first response.",
        "A key reused for a different request is a bug; replaying would silently return the wrong charge, charging "
        "again would defeat the key. An error makes the bug loud.",
        "What parameters would you include in the request fingerprint?",
-       ["To save storage", "Because replaying a different request's result would hide a bug",
-        "Because keys expire"], "B"),
+       ["It should not: replaying the first response is always safe", "Because replaying a different request's result would hide a bug",
+        "It should charge the new amount and refund the old one"], "B"),
     _q("q09", "2", "Two workers resume the same order at once. What goes wrong with a read-check-write JSON ledger?",
        "Nothing, they both check the ledger first.",
        "Both read before either writes, both see no record, both act. The check and the write must be one atomic "
        "step: a UNIQUE key with INSERT ... ON CONFLICT DO NOTHING and a row-count check, or a lock per order.",
        "And what does the ledger do if its owner dies between the effect and recording it?",
-       ["Both may act, because check and write are separate steps", "The file gets bigger",
-        "The second worker crashes"], "A"),
+       ["Both may act, because check and write are separate steps", "Nothing, as long as each write is fsynced",
+        "Nothing, as long as the file is rewritten atomically with a rename"], "A"),
     _q("q10", "3", "Is a LangGraph checkpointer the same as durable execution?",
        "Yes, it saves the state after each step.",
-       "A checkpoint is saved at node boundaries; a crash inside a node re-runs the whole node on resume. A node with "
-       "two side effects repeats the first when the crash lands between them. Keep one effect per node and make "
-       "tools idempotent.",
-       "What do the durability modes exit, async and sync change?",
-       ["Yes, every line is journaled", "Only with Postgres",
-        "No: resume restarts the interrupted node from its beginning"], "C"),
+       "Checkpoints are written at node boundaries; a crash inside a node re-runs the node on resume. Wrap each side "
+       "effect in a @task: its result is saved and read back on resume instead of re-running it. Tasks still leave a "
+       "window (the effect lands, the task's write does not -- wide under durability='async', narrow under 'sync'), so "
+       "the effects keep idempotency keys.",
+       "What do the durability modes exit, async and sync change, and which one never loses a finished node?",
+       ["Yes: with a checkpointer every line of a node is journaled", "Yes, as long as the checkpointer is Postgres",
+        "No: a crash re-runs the interrupted node unless its effects are tasks, and keys cover what tasks cannot"], "C"),
     _q("q11", "3", "You used InMemorySaver and the process restarted. What survives?",
        "The checkpoints.",
        "Nothing: in-memory checkpoints live in the process. Durability needs a persistent backend (SQLite, Postgres).",
        "How do you resume a thread from another process?",
-       ["Everything", "Nothing", "Only the last node"], "B"),
+       ["Everything up to the last finished node", "Nothing", "The pending writes, but not the checkpoints"], "B"),
     _q("q12", "4", "A DBOS step charges a card. Is the charge exactly once?",
        "Yes, DBOS guarantees exactly once.",
-       "The step's result is recorded once, so a completed step is not re-run; but a step interrupted mid-way is run "
-       "again (at-least-once). The charge needs an idempotency key derived from the workflow id and the step.",
+       "The step's result is recorded once it returns, so a completed step is not re-run; a step interrupted mid-way "
+       "runs again (at least once). Exactly once is possible only when the effect and its record commit in one "
+       "database transaction (a DBOS transaction on the application database); a card charge at a provider is "
+       "outside it, so it needs an idempotency key from the order (or workflow id) and the step.",
        "What happens to in-flight workflows when you deploy changed workflow code?",
-       ["The recorded result is reused, but an interrupted step runs again", "Yes, steps run exactly once",
-        "No, every step runs twice"], "A"),
+       ["At least once: an interrupted step runs again, so the charge needs a key",
+        "Yes: DBOS records the step, so it runs exactly once",
+        "Yes, if the system database is Postgres rather than SQLite"], "A"),
     _q("q13", "5", "Why can't a Temporal workflow call the model, the clock or random directly?",
        "Because it is slow.",
        "Workflow code is replayed from the event history on recovery and must take the same path every time; "
        "non-deterministic calls belong in activities, whose results are recorded. Use workflow.now() and "
        "workflow.random() for time and randomness inside the workflow.",
        "How do you ship a code change without breaking running workflows? (workflow.patched, replay tests.)",
-       ["Replay must follow the same path, so nondeterminism goes into activities", "The sandbox has no network",
-        "Temporal charges per call"], "A"),
+       ["Replay must follow the same path, so nondeterminism goes into activities",
+        "The sandbox blocks network calls, so it would fail even without a crash",
+        "It can, as long as the result is saved in a workflow variable"], "A"),
     _q("q14", "5", "After a worker is killed, why might a Temporal order take 10+ seconds to finish on a new worker?",
        "Temporal is slow.",
-       "The interrupted activity is retried only after its start-to-close (or heartbeat) timeout, and the workflow "
-       "task waits on the dead worker's sticky queue; short activity timeouts and disabling the sticky cache cut "
-       "recovery to a couple of seconds.",
+       "The interrupted activity is retried only after its start-to-close (or heartbeat) timeout, and the next "
+       "workflow task waits on the dead worker's sticky queue until sticky_queue_schedule_to_start_timeout. Shorter "
+       "activity timeouts (with heartbeats for long ones) and a shorter sticky timeout cut recovery to a few seconds. "
+       "Turning the cache off (max_cached_workflows=0) also avoids the wait, but replays the whole history at every "
+       "workflow task: the cost grows with the square of the turns.",
        "What do you trade away with short timeouts?",
-       ["The server restarts", "Timeouts and the sticky queue decide when work moves",
-        "The history must be downloaded again"], "B"),
-    _q("q15", "5", "How does an agent wait days for human approval without a process running?",
+       ["Turn off the workflow cache: it is the cause of the wait",
+        "The activity timeout and the sticky queue's timeout decide when work moves",
+        "The new worker must download and replay the history first, which takes seconds"], "B"),
+    _q("q15", "5", "How does an agent wait days for a human's approval without holding a process?",
        "A loop with sleep.",
-       "A durable wait: a signal (Temporal) or recv/send (DBOS) or interrupt()/Command(resume=) (LangGraph) with a "
-       "timeout. The engine records the wait; any worker resumes it when the answer arrives, even after restarts.",
-       "What happens when the timeout fires?",
-       ["A thread sleeps until approval", "Polling the database", "A durable wait on a signal with a timeout"], "C"),
+       "A durable wait the engine records: a Temporal signal with workflow.wait_condition(timeout=...) (the timer is "
+       "held by the server, any worker picks the run up), DBOS recv(timeout_seconds=...) (durable, but woken by a "
+       "running DBOS process of the app: recovery on launch), or a LangGraph interrupt() resumed with "
+       "Command(resume=...) -- which has no timeout and needs your own process or scheduler to resume the thread.",
+       "What happens when the timeout fires, and who runs the code after it on each engine?",
+       ["A worker thread sleeps until the approval arrives", "Poll the approvals table every minute from the agent",
+        "A durable wait on a message with a timeout, recorded by the engine"], "C"),
     _q("q16", "6", "Our booking agent sometimes reserves the same hotel twice. How do you debug it?",
        "Add more logging to the agent.",
        "Start from the provider's records for the order: two reservations with no key or different keys mean a "
@@ -154,7 +166,7 @@ BANK: tuple[Question, ...] = (
        "restart is the after-effect crash window. Reproduce it under the crash harness at that point, fix the key's "
        "origin, and keep the crash matrix in CI.",
        "What evidence would convince you it is fixed?",
-       ["Read the agent's own log", "Ask the model",
+       ["Read the agent's own log of what it did", "Add a check-before-reserve in the agent",
         "Compare the provider's reservations, keys and process timeline"], "C"),
     _q("q17", "6", "A durable step costs 2-30 ms. Does that matter for an agent?",
        "Yes, it makes agents slow.",
@@ -162,7 +174,80 @@ BANK: tuple[Question, ...] = (
        "is a step, so replays do not re-burn tokens or repeat effects. Measure it: per-step cost against an "
        "fsync floor on your machine.",
        "When would you still pick the lightest engine?",
-       ["It dominates run time", "It is small next to model latency", "It only matters on Postgres"], "B"),
+       ["It dominates run time, so batch steps together", "It is small next to model latency",
+        "It matters only with Postgres"], "B"),
+    _q("q18", "6", "The card is charged, then SKU-772 turns out to be out of stock for good. What should the agent do?",
+       "Keep retrying the reservation.",
+       "Compensate: the code, not the model, runs the undo steps for what succeeded -- refund the charge, tell the "
+       "customer -- in reverse order, each recorded and keyed like any step, so a crash during the undo neither "
+       "loses it nor refunds twice. Only permanent errors (a 4xx 'out of stock') start it; transient ones are retried.",
+       "What does the audit of a cleanly undone order look like, and what is an inconsistent one?",
+       ["Retry the reservation until it succeeds; the stock will come back",
+        "Tell the model it failed and let it decide whether to refund",
+        "Run recorded, keyed compensations (refund, notify) in reverse order, owned by the code"], "C"),
+    _q("q19", "6", "An order waits three days for approval; then the charge step is retried with the same key. Safe?",
+       "Yes, the key makes it safe.",
+       "Not necessarily: payment providers forget idempotency keys after about a day, so the old key is a new charge. "
+       "Record the charge's outcome durably the moment it is known, look the charge up at the provider (by the order) "
+       "before charging again after a long pause, or take the payment after the wait, not before.",
+       "Which of your keys outlive the provider's key lifetime, and how would the harness show it?",
+       ["Yes: an idempotency key protects for ever", "No: make a fresh key after a day so the provider accepts it",
+        "Not after the provider's key lifetime (about a day): record the outcome and look it up before re-charging"], "C"),
+    _q("q20", "5", "A partitioned worker's activity timed out and was retried elsewhere, but the first attempt is "
+                   "still running. What protects the customer?",
+       "Temporal kills the old attempt.",
+       "Nothing stops a zombie attempt from finishing its effect: the server only stops listening to it. The key must "
+       "be the same for every attempt (workflow id and activity id, never the attempt number), so whichever lands "
+       "second is deduplicated; heartbeats let a live zombie learn it was cancelled.",
+       "Why is the attempt number the wrong thing to put in the key?",
+       ["The server kills the first attempt before retrying",
+        "The same key on every attempt, so whichever lands second is deduplicated",
+        "A key that includes the attempt number, so each attempt is traceable"], "B"),
+    _q("q21", "5", "A Temporal agent runs thousands of turns in one workflow. What breaks, and what do you do?",
+       "Nothing, the history is unlimited.",
+       "The event history has limits (warnings at 10k events, termination around 50k events or 50 MB) and every "
+       "replay re-reads it. Continue-as-new with the conversation state (or a summary) starts a fresh history. Keys "
+       "built from the run id change across continue-as-new: build them from the workflow id and the turn when the "
+       "new run must deduplicate against the old one.",
+       "Which state do you carry over, and what happens to a signal sent during the switch?",
+       ["Nothing breaks: histories have no limit", "Give the worker a bigger cache",
+        "Continue-as-new with the state carried over, and keys that survive the new run id"], "C"),
+    _q("q22", "4", "You reorder two steps of the workflow while 200 orders are mid-flight. What happens?",
+       "They pick up the new code.",
+       "A recovering run replays its recorded steps against the code: a changed order no longer matches. Temporal "
+       "fails the workflow task with a nondeterminism error (use workflow.patched or worker versioning, and test with "
+       "the replayer); DBOS recovers a workflow only on the application version that started it (a hash of the "
+       "workflow code), so drain the old version or use DBOS.patch; LangGraph resumes by node name, so a removed or "
+       "renamed node strands the thread.",
+       "How would you test the change against real histories before the deploy?",
+       ["In-flight runs switch to the new code safely at their next step",
+        "Runs replay against the new code and break unless the change is versioned or patched",
+        "Nothing, as long as the function names stay the same"], "B"),
+    _q("q23", "3", "The model answers with two tool_use blocks in one reply. What must a durable agent do?",
+       "Run the first one.",
+       "Answer every block: each runs as its own recorded step with its own key (the tool_use id or turn and index), "
+       "and the next message carries a tool_result for each. Keying by tool name or turn alone makes the second call "
+       "return the first one's result. Or ask for one call per turn (disable_parallel_tool_use).",
+       "What if one of the two calls fails permanently and the other succeeded?",
+       ["Run the first block and ignore the rest", "Run both under one key for the turn",
+        "Run each as its own recorded, keyed step and return a result for every block"], "C"),
+    _q("q24", "2", "After a crash in the after:model window the model is asked again and now wants to charge "
+                   "$59.99, not $49.99, under the same order-and-step key. What happens?",
+       "The key deduplicates it, so nothing.",
+       "The provider sees one key with different parameters and must refuse (a 409 or 422), not replay the first "
+       "charge and not charge again. That loud error is the point: record the model's answer before acting so it is "
+       "rarely asked again, and validate tool arguments against the order.",
+       "Why is a model that answers differently the second time normal, and where else does it bite?",
+       ["The second charge goes through and the first is refunded", "The provider refuses: same key, different request",
+        "The provider silently returns the first charge, which is what you want"], "B"),
+    _q("q25", "1", "Your log calls fsync after every line. Does killing the process with SIGKILL test that?",
+       "Yes, a kill is a crash.",
+       "No: a killed process's writes already sit in the kernel's page cache and survive it. fsync matters only when "
+       "the machine or the OS goes down (a power cut, a kernel panic); testing that needs a VM you cut off or a "
+       "fault-injecting block device.",
+       "What does a SIGKILL test prove, then, and what does it not?",
+       ["No: the page cache survives a killed process; fsync matters for a machine crash",
+        "Yes: without fsync the last line is always lost", "Yes, if the kill comes between write and fsync"], "A"),
 )
 
 
