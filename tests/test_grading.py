@@ -156,3 +156,15 @@ def test_cli_grade_errors_are_one_line_without_traceback(tmp_path):
                           timeout=60)
     assert done.returncode == 2
     assert done.stderr.startswith("error:") and "Traceback" not in done.stderr
+
+
+def test_the_printed_table_wraps_feedback_whole_instead_of_cutting_it():
+    from crashlab.grading.report import GradeReport, TestResult
+
+    said = ("3/15 crash points clean (expected: finished, no repeated model call except one at after:model#N "
+            "(duplicates allowed)); any failing crash point scores 0 for this check")
+    report = GradeReport("x.ipynb", "01", [TestResult("ex3_crash_matrix", 0, 4, said + "\n- before:model#1: ...", "matrix")])
+    table = report.table(width=80)
+    assert all(len(line) <= 80 for line in table.splitlines()), table
+    rows = table.splitlines()[2:table.splitlines().index(next(l for l in table.splitlines() if l.startswith("total")))]
+    assert " ".join(" ".join(line.split()) for line in rows).endswith("scores 0 for this check"), table

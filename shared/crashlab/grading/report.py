@@ -49,15 +49,23 @@ class GradeReport:
                 "execution_time": round(self.seconds, 1), "isolated": self.isolated, "run_id": self.run_id,
                 "notebook": self.notebook, "lesson": self.lesson, "tests": [t.as_dict() for t in self.tests]}
 
-    def table(self) -> str:
+    def table(self, width: int = 100) -> str:
+        """One row per check; the first line of its feedback wrapped whole in the last column (the rest of
+        a failing check's feedback follows the table)."""
+        import textwrap
+
         rows = [(t.name, f"{t.score:g}", f"{t.max_score:g}", (t.output.splitlines() or ["passed"])[0])
                 for t in self.tests]
         header = ("exercise", "score", "max", "feedback")
         widths = [max(len(r[i]) for r in rows + [header]) for i in range(3)]
+        indent = sum(widths) + 6
+        feedback_width = max(30, width - indent)
         lines = [f"{header[0]:<{widths[0]}}  {header[1]:>{widths[1]}}  {header[2]:>{widths[2]}}  {header[3]}"]
-        lines.append("-" * (sum(widths) + 4 + 2 + 40))
+        lines.append("-" * (indent + feedback_width))
         for name, score, max_score, feedback in rows:
-            lines.append(f"{name:<{widths[0]}}  {score:>{widths[1]}}  {max_score:>{widths[2]}}  {feedback}")
+            wrapped = textwrap.wrap(feedback, feedback_width, break_on_hyphens=False) or [""]
+            lines.append(f"{name:<{widths[0]}}  {score:>{widths[1]}}  {max_score:>{widths[2]}}  {wrapped[0]}")
+            lines += [" " * indent + more for more in wrapped[1:]]
         lines.append(f"{'total':<{widths[0]}}  {self.score:>{widths[1]}g}  {self.max_score:>{widths[2]}g}")
         lines.append(f"isolated: {'yes' if self.isolated else 'no (not graded as root: student code ran as you)'}")
         return "\n".join(lines)
