@@ -548,3 +548,33 @@ def test_audit_of_a_missing_dir_raises_ledger_error(tmp_path):
         audit_ledgers(missing, ORDER_ID)
     assert str(missing) in str(caught.value)
     assert not missing.exists()  # a read never creates a ledger
+
+
+def test_a_refused_call_does_nothing_and_the_world_counts_the_requests_that_met_it(tmp_path):
+    from crashlab.agent import ToolCallFailed, call_tool
+
+    with World.start(tmp_path / "w") as world:
+        world.inject("refuse:charge_card", times=3, arg="400")
+        world.inject("refuse:reserve_item", times=1, arg="503")
+        env = world.env()
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            with pytest.raises(ToolCallFailed) as refused:
+                call_tool("charge_card", {"order_id": "ORD-8842", "amount": 49.99}, idempotency_key="k1")
+            assert refused.value.status == 400 and not refused.value.retryable
+            with pytest.raises(ToolCallFailed) as unavailable:
+                call_tool("reserve_item", {"order_id": "ORD-8842", "sku": "SKU-772"}, idempotency_key="k2")
+            assert unavailable.value.retryable
+            assert call_tool("reserve_item", {"order_id": "ORD-8842", "sku": "SKU-772"}, idempotency_key="k2")["object"] \
+                == "reservation"
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        assert world.faults_left() == {"refuse:charge_card": 2, "refuse:reserve_item": 0}
+        assert world.audit().counts == {"charge": 0, "reservation": 1, "confirmation": 0}
+        with pytest.raises(ValueError):
+            world.inject("refuse:charge_card", arg="often")

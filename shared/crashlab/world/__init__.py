@@ -210,12 +210,20 @@ class World:
 
     def inject(self, fault: str, times: int = 1, arg: str | None = None) -> None:
         """Arm a fault: ``lost_ack:TOOL`` (commit, then drop the reply), ``latency:TOOL`` (arg: seconds
-        in flight), ``malformed_reply`` (arg: unknown_tool, missing_args or bad_type)."""
+        in flight), ``refuse:TOOL`` (answer with the status in arg, 400 or 503 say, and do nothing),
+        ``malformed_reply`` (arg: unknown_tool, missing_args or bad_type)."""
         from crashlab.world.policy import MALFORMED_REPLIES
 
         if fault == "malformed_reply" and arg not in MALFORMED_REPLIES:
             raise ValueError(f"malformed_reply needs arg= one of {MALFORMED_REPLIES}")
+        if fault.startswith("refuse:") and not (arg is None or (str(arg).isdigit() and 400 <= int(arg) <= 599)):
+            raise ValueError(f"{fault} needs arg= an HTTP error status such as '400' or '503', got {arg!r}")
         self._admin("POST", "faults", json={"name": fault, "remaining": times, "arg": arg})
+
+    def faults_left(self) -> dict[str, int]:
+        """How many times each armed fault will still fire (a fault that fired once per request counts
+        the requests that reached it)."""
+        return {f["name"]: int(f["remaining"]) for f in self._admin("GET", "faults")["faults"]}
 
     def audit(self, order_id: str = ORDER_ID):
         """What the world saw for ``order_id``: effects, duplicates, model calls, repeats. Asked of the

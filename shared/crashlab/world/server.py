@@ -232,6 +232,12 @@ class WorldHandler(BaseHTTPRequestHandler):
             self._error(400, "invalid_request_error", f"{tool}: {problem}")
             return
         faults: Faults = self.server.faults  # type: ignore[attr-defined]
+        refused = faults.take(f"refuse:{tool}")
+        if refused is not None:  # an error before anything happens: a 400 must not be retried, a 503 may be
+            code = int(refused or 503)
+            self._error(code, "invalid_request_error" if code < 500 else "api_error",
+                        f"{tool}: refused ({code}), nothing was done")
+            return
         key = self.headers.get("Idempotency-Key")
         if key is not None and not key.strip():
             self._error(400, "invalid_request_error", "Idempotency-Key must not be empty")
