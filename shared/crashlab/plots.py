@@ -37,19 +37,23 @@ def timeline(runs: Sequence[ProcessRun], events: Sequence[Event], title: str = "
         if run.killed:
             ax.plot(end, y, marker="X", markersize=15, color="black", zorder=5)
             ax.annotate("SIGKILL", (end, y), xytext=(8, 8), textcoords="offset points", fontsize=8)
+    expected = _expected_repeats(runs, mine)
     seen = set()
     for k, event in enumerate(mine):
         y = lanes[event.pid]
-        bad = event.repeat
+        bad = event.repeat and k not in expected
+        edge = EXPECTED if k in expected else "red" if bad else "white"
         ax.scatter(k, y, s=110, marker="o" if event.what == "model" else "s", color=_COLORS.get(event.what, "grey"),
-                   edgecolors="red" if bad else "white", linewidths=3 if bad else 1, zorder=4,
+                   edgecolors=edge, linewidths=3 if event.repeat else 1, zorder=4,
                    label=None if event.what in seen else ("model call" if event.what == "model" else event.what))
         seen.add(event.what)
         text = event.label.replace(" (repeat of", "\n(repeat of")
         if bad and event.what != "model":
             text += "\nDUPLICATE"
+        if k in expected:
+            text += "\nexpected: its answer\ndied with the process"
         ax.annotate(text, (k, y), xytext=(0, -26), textcoords="offset points", ha="center", va="top", fontsize=7,
-                    color="red" if bad else "#333333")
+                    color=EXPECTED_TEXT if k in expected else "red" if bad else "#333333")
     ax.set_yticks(range(len(runs)))
     ax.set_yticklabels([f"process {i + 1}\n{'killed' if run.killed else 'exit ' + str(run.returncode)}, "
                         f"{run.started - t0:.1f}-{run.ended - t0:.1f} s" for i, run in enumerate(runs)], fontsize=8)
@@ -62,9 +66,34 @@ def timeline(runs: Sequence[ProcessRun], events: Sequence[Event], title: str = "
     return ax
 
 
+EXPECTED = "#e0a526"        # the one unavoidable repeat: an answer that died in flight (after:model#N)
+EXPECTED_TEXT = "#a06b00"
+NOT_REACHED = "#d9d9d9"
+
+
+def _expected_repeats(runs: Sequence[ProcessRun], events: Sequence[Event]) -> set[int]:
+    """Indexes of the repeated model calls no engine can avoid: the first repeat after a process that was
+    killed while its last event was a model call (the answer was logged by the world, never delivered)."""
+    expected, owed = set(), 0
+    by_pid = {run.pid: run for run in runs}
+    last_of = {}
+    for k, event in enumerate(events):
+        last_of[event.pid] = k
+    for k, event in enumerate(events):
+        if event.what == "model" and event.repeat and owed:
+            expected.add(k)
+            owed -= 1
+        run = by_pid.get(event.pid)
+        if run is not None and run.killed and last_of[event.pid] == k and event.what == "model":
+            owed += 1
+    return expected
+
+
 def matrix_heatmap(matrices: Sequence[Matrix], labels: Sequence[str] | None = None, ax=None):
     """Crash points down, one column per agent and measure (duplicates, repeated model calls,
-    unfinished); a darker cell is a worse outcome, and the number is the count."""
+    unfinished); a darker red cell is a worse outcome, and the number is the count. The one repeat no
+    engine can avoid (at ``after:model#N``) is drawn in amber, and a crash point that was never reached
+    in grey, so neither passes for clean or for a real failure."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -83,8 +112,25 @@ def matrix_heatmap(matrices: Sequence[Matrix], labels: Sequence[str] | None = No
     if ax is None:
         _, ax = plt.subplots(figsize=(1.3 * len(columns) + 2.5, 0.32 * len(points) + 1.5))
     ax.imshow(data, cmap="Reds", vmin=0, vmax=max(2.0, np.nanmax(data) if data.size else 2.0), aspect="auto")
+    from matplotlib.patches import Patch, Rectangle
+
+    reached = [{row.point: row.reached for row in matrix.rows} for matrix in matrices]
+    special = {}
     for (i, j), value in np.ndenumerate(data):
-        ax.text(j, i, "" if np.isnan(value) else f"{value:.0f}", ha="center", va="center", fontsize=8)
+        point, measure = points[i], ("duplicates", "repeated", "unfinished")[j % 3]
+        if not reached[j // 3].get(point, True):
+            special[i, j] = (NOT_REACHED, "not\nreached")
+        elif measure == "repeated" and point.startswith("after:model#") and value == 1:
+            special[i, j] = (EXPECTED, "1")
+    for (i, j), value in np.ndenumerate(data):
+        color, text = special.get((i, j), (None, "" if np.isnan(value) else f"{value:.0f}"))
+        if color:
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, color=color, zorder=2))
+        ax.text(j, i, text, ha="center", va="center", fontsize=6 if "\n" in text else 8, zorder=3)
+    ax.legend(handles=[Patch(color="#fcbba1", label="a real failure (darker: more)"),
+                       Patch(color=EXPECTED, label="expected: the answer died in flight (after:model#N)"),
+                       Patch(color=NOT_REACHED, label="crash point never reached")],
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     ax.set_xticks(range(len(columns)))
     ax.set_xticklabels(columns, fontsize=8)
     ax.set_yticks(range(len(points)))
