@@ -120,7 +120,7 @@ def test_a_measurement_that_hangs_is_killed_and_reported(tmp_path):
 @pytest.mark.timeout(60)
 def test_command_line_writes_the_json(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    assert bench.main(["--engines", "floor", "--steps", "3", "--repeats", "1", "--no-recovery",
+    assert bench.main(["--engines", "floor", "--steps", "40", "--repeats", "1", "--no-recovery",
                        "--workdir", str(tmp_path / "work"), "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     assert set(data) == TOP_KEYS and data["rows"][0]["engine"] == "floor" and data["floor_ms"] > 0

@@ -2,7 +2,6 @@
 variant, bad input, and known-wrong answers scoring less than full. Judged from the world's ledgers."""
 
 import shutil
-import sqlite3
 from pathlib import Path
 
 import nbformat
@@ -10,7 +9,7 @@ import pytest
 
 from crashlab.grading.grade import score_matrix_check
 from crashlab.grading.notebooks import written_files
-from crashlab.harness import BASELINE, crash_row, crash_test, run_agent
+from crashlab.harness import crash_row, run_agent
 from crashlab.launcher import WarmLauncher
 from crashlab.postgres import fresh_database, postgres_available, throwaway_postgres
 from crashlab.world import World
@@ -52,22 +51,13 @@ def run_cli(warm, agent: Path, world: World, *args, crash_at=None):
 
 
 # --- the reference agent -----------------------------------------------------------------------------------------
-def test_reference_agent_is_clean_at_every_crash_point_with_two_racing_resumers(master, agents, tmp_path):
+def test_the_graded_matrix_is_every_point_with_two_racing_resumers(master):
+    """The reference agent itself runs this matrix when the master is graded (test_grading_all: full marks
+    means every row clean, judged from the world's ledgers); here, that the matrix is the one the text
+    promises."""
     check = matrix_check(master, "ex2_crash_matrix")
     assert check["agent"] == "order_agent.py" and check["expect"] == "durable" and check["resumers"] == 2
-    matrix = crash_test(agents / "order_agent.py", "all", expect="durable", jobs=2, resumers=2, progress=False,
-                        preload=PRELOAD, workdir=tmp_path)
-    assert len(matrix.rows) == 15  # baseline + 14 crash points
-    for row in matrix.rows:
-        assert row.reached, row.problems
-        assert row.effects == {"charge": 1, "reservation": 1, "confirmation": 1}, (row.point, row.effects)
-        assert row.duplicates == 0 and row.finished, (row.point, row.problems)
-        window = 1 if row.point.startswith("after:model#") else 0
-        assert row.repeated_model_calls == window, (row.point, row.repeated_model_calls)
-        if row.point != BASELINE:
-            assert len(row.runs) == 3 and row.runs[0].killed, row.point  # the crash, then two resumers at once
-            assert all(run.returncode == 0 for run in row.runs[1:]), [r.stderr[-300:] for r in row.runs]
-    assert matrix.ok, matrix.problems()
+    assert check.get("crash_points", "all") == "all"
 
 
 # --- Postgres -----------------------------------------------------------------------------------------------------

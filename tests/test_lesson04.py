@@ -10,7 +10,7 @@ import pytest
 
 from crashlab.grading.grade import score_matrix_check
 from crashlab.grading.notebooks import written_files
-from crashlab.harness import crash_row, crash_test, run_agent
+from crashlab.harness import crash_row, run_agent
 from crashlab.launcher import WarmLauncher
 from crashlab.postgres import postgres_available, throwaway_postgres
 from crashlab.world import World
@@ -48,20 +48,13 @@ def _replace(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new))
 
 
-def test_reference_agent_is_clean_at_every_point_with_two_resumers(lesson_files):
-    folder, _ = lesson_files
-    matrix = crash_test(folder / AGENT, "all", expect="durable", jobs=2, resumers=2, preload=("dbos",),
-                        progress=False, workdir=folder / "rows")
-    assert matrix.ok, str(matrix)
-    assert len(matrix.rows) == 15 and all(row.reached for row in matrix.rows), str(matrix)
-    for row in matrix.rows:  # each row is read from the world's ledgers by the harness
-        assert row.duplicates == 0 and row.finished, str(matrix)
-        assert row.effects == {"charge": 1, "reservation": 1, "confirmation": 1}, (row.point, row.effects)
-        allowed = 1 if row.point.startswith("after:model#") else 0
-        assert row.repeated_model_calls == allowed, (row.point, row.repeated_model_calls)
-        assert row.model_calls == 4 + allowed, (row.point, row.model_calls)
-        if row.point != "(no crash)":
-            assert len(row.runs) == 3 and all(r.returncode == 0 for r in row.runs[1:]), row.point
+def test_the_graded_matrix_is_every_point_with_two_resumers():
+    """The reference agent runs this matrix when the master is graded (test_grading_all: full marks means
+    every row clean); here, that the matrix is the one the text promises."""
+    nb = nbformat.read(ROOT / "solutions" / "04_dbos.ipynb", as_version=4)
+    [check] = nb.metadata["crashlab"]["matrix_checks"]
+    assert check["agent"] == AGENT and check["expect"] == "durable" and check["resumers"] == 2
+    assert check.get("crash_points", "all") == "all"
 
 
 def test_reference_agent_on_postgres(lesson_files, launcher):

@@ -9,7 +9,7 @@ import pytest
 
 from crashlab.grading.grade import score_matrix_check
 from crashlab.grading.notebooks import written_files
-from crashlab.harness import crash_test, run_agent
+from crashlab.harness import run_agent
 from crashlab.temporal_server import (ENV_TEMPORAL_ADDRESS, TemporalServer, TemporalServerError, free_port,
                                       temporal_environment)
 from crashlab.world import World
@@ -107,16 +107,13 @@ def test_worker_against_a_down_server_fails_fast_and_clearly(tmp_path, lesson_fi
 
 
 # --- the reference agent under the matrix -----------------------------------------------------------------------
-def test_reference_agent_is_clean_at_every_crash_point(temporal, tmp_path, lesson_files):
-    agent = write_agent(tmp_path / "agent", lesson_files)
-    matrix = crash_test(agent, "all", expect="durable", jobs=2, progress=False, timeout=60, workdir=tmp_path / "m",
-                        preload=PRELOAD)
-    assert matrix.ok, str(matrix)
-    assert len(matrix.rows) == 15
-    for row in matrix.rows:
-        assert row.reached and row.finished and row.duplicates == 0, row.as_dict()
-        assert row.repeated_model_calls == (1 if row.point.startswith("after:model#") else 0), row.as_dict()
-        assert row.recovery_s is not None and row.recovery_s < 30, row.as_dict()
+def test_the_graded_matrix_is_every_point_on_a_shared_server():
+    """The reference agent runs this matrix when the master is graded (test_grading_all: full marks means
+    every row clean); here, that the matrix is the one the text promises."""
+    nb = nbformat.read(ROOT / "solutions" / "05_temporal.ipynb", as_version=4)
+    [check] = nb.metadata["crashlab"]["matrix_checks"]
+    assert check["agent"] == "temporal_agent.py" and check["expect"] == "durable" and check["needs"] == "temporal"
+    assert check.get("crash_points", "all") == "all"
 
 
 # --- known-wrong answers score less than full ---------------------------------------------------------------------

@@ -61,4 +61,27 @@ class BenchWorkflow:
         return i
 
 
-__all__ = ["BenchWorkflow", "bench_step", "ENV_BLOCK_AT", "ENV_MARKER"]
+async def seconds_per_step(client, steps: int, *, cache: bool = True) -> float:
+    """Run one :class:`BenchWorkflow` of ``steps`` activities on a worker in the calling event loop (a
+    notebook's, say) and return the wall time per step. ``cache=False`` is ``max_cached_workflows=0``:
+    the worker keeps no workflow in memory, so every workflow task replays the whole history so far."""
+    import uuid
+
+    from temporalio.worker import Worker
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+    # The sandbox re-imports this module with its package; let the package through (see crashlab.bench).
+    runner = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("crashlab"))
+    queue = f"replay-cost-{uuid.uuid4().hex[:8]}"  # a queue of this measurement's own, so no other worker takes it
+    options = {} if cache else {"max_cached_workflows": 0}
+    async with Worker(client, task_queue=queue, workflows=[BenchWorkflow], activities=[bench_step],
+                      workflow_runner=runner, **options):
+        started = time.perf_counter()
+        done = await client.execute_workflow(BenchWorkflow.run, {"steps": steps}, id=queue, task_queue=queue)
+        elapsed = time.perf_counter() - started
+    if done != steps:
+        raise RuntimeError(f"the workflow returned {done}, not {steps}")
+    return elapsed / steps
+
+
+__all__ = ["BenchWorkflow", "bench_step", "seconds_per_step", "ENV_BLOCK_AT", "ENV_MARKER"]
