@@ -1,0 +1,85 @@
+"""Each exercise's stated requirements have a check that bites: a master with one requirement broken
+fails the check of that exercise, and an answer worded differently but right passes it.
+
+Only the judge runs here (the master's checks on the mutant's files, as grading runs them, not
+isolated): the notebook's own run and the crash matrices add nothing to what these mutants break, and
+full gradings of the same mutants (in the closing notes of issue 12) scored below full marks too.
+"""
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from crashlab.grading.checks import judge_checks
+from crashlab.grading.grade import restore_locked_cells
+from crashlab.grading.isolation import Deadline, Isolation
+from crashlab.grading.notebooks import grade_id, is_test_cell, lesson_of, written_files
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def judge_only(master_name: str, answer: str, old: str, new: str, check: str):
+    """The master with ``old`` replaced by ``new`` in its answer cell ``answer``; the result of ``check``
+    (the only check the judge runs)."""
+    master = nbformat.read(ROOT / "solutions" / master_name, as_version=4)
+    master.cells = [c for c in master.cells if not (is_test_cell(c) and grade_id(c) != check)]
+    mutant = nbformat.read(ROOT / "solutions" / master_name, as_version=4)
+    cell = next(c for c in mutant.cells if grade_id(c) == answer)
+    assert old in cell.source, f"the mutation no longer applies to {answer}"
+    cell.source = cell.source.replace(old, new)
+    nb, _ = restore_locked_cells(mutant, master)
+    workdir = Path(tempfile.mkdtemp(prefix="crashlab-mutant-"))
+    for name, source in written_files(nb).items():
+        (workdir / name).write_text(source)
+    isolation = Isolation(workdir, False, hide=(), lesson=lesson_of(master))
+    try:
+        [result] = judge_checks(master, nb, isolation, Deadline(600))
+        return result
+    finally:
+        isolation.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+RETRY_REWORDED = '''    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return call_tool(name, args, idempotency_key=key)
+        except ToolCallFailed as failure:
+            if failure.status is not None and 400 <= failure.status < 500 and failure.status != 409:
+                raise
+            if attempt >= attempts:
+                raise
+            time.sleep(0.02)'''
+
+MUTANTS = [
+    # (master, answer cell, old, new, the check that must fail)
+    ("01_naive_event_log.ipynb", "ex3_logged_agent",
+     '                append_event(log, {"type": "final", "content": content})\n', "", "ex3_logged_agent_checks"),
+    ("02_idempotent_tools.ipynb", "ex2_retry", "if not exc.retryable or attempt == attempts - 1:",
+     "if attempt == attempts - 1:", "ex2_retry_checks"),
+    ("02_idempotent_tools.ipynb", "ex3_ledger", "        deadline = time.monotonic() + self.wait",
+     "        return self.recorded(key)\n        deadline = time.monotonic() + self.wait", "ex3_ledger_checks"),
+    ("03_langgraph.ipynb", "ex2_order_agent", 'DURABILITY = "sync"', 'DURABILITY = "async"', "ex2_order_agent_checks"),
+    ("04_dbos.ipynb", "ex1_steps", 'key = f"{DBOS.workflow_id}:step-{DBOS.step_id}:{name}"',
+     'key = f"{DBOS.workflow_id}:{name}"', "ex1_steps_checks"),
+]
+IDS = ["final answer not logged", "a 400 retried", "run_once does not wait", "durability async", "key without the step"]
+
+
+@pytest.mark.parametrize("master, answer, old, new, check", MUTANTS, ids=IDS)
+def test_a_broken_requirement_fails_its_check(master, answer, old, new, check):
+    result = judge_only(master, answer, old, new, check)
+    assert result.name == check and result.score == 0, f"{check} passed a mutant: {result.output}"
+    assert result.output and "passed" not in result.output
+
+
+def test_a_retry_worded_differently_but_right_passes():
+    old = next(c for c in nbformat.read(ROOT / "solutions" / "02_idempotent_tools.ipynb", as_version=4).cells
+               if grade_id(c) == "ex2_retry").source
+    body = old[old.index("    for attempt in range(attempts):"):old.index("    # END SOLUTION")].rstrip("\n")
+    result = judge_only("02_idempotent_tools.ipynb", "ex2_retry", body, RETRY_REWORDED, "ex2_retry_checks")
+    assert result.score == result.max_score, result.output
