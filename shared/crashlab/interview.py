@@ -110,8 +110,8 @@ BANK: tuple[Question, ...] = (
        "Yes, it saves the state after each step.",
        "Checkpoints are written at node boundaries; a crash inside a node re-runs the node on resume. Wrap each side "
        "effect in a @task: its result is saved and read back on resume instead of re-running it. Tasks still leave a "
-       "window (the effect lands, the task's write does not -- wide under durability='async', narrow under 'sync'), so "
-       "the effects keep idempotency keys.",
+       "window: the effect lands, and the task's result is saved in the background while the next task already runs "
+       "(in every durability mode), so a crash then repeats the effect -- the effects keep idempotency keys.",
        "What do the durability modes exit, async and sync change, and which one never loses a finished node?",
        ["Yes: with a checkpointer every line of a node is journaled", "Yes, as long as the checkpointer is Postgres",
         "No: a crash re-runs the interrupted node unless its effects are tasks, and keys cover what tasks cannot"], "C"),
