@@ -122,7 +122,7 @@ MODEL_IN_BODY = [
      "    from order_activities import ask_model, run_tool\n"
      "    from crashlab.agent import MAX_TOKENS, MODEL, TOOLS, content_to_dicts, model_client\n"),
     ("            reply = await workflow.execute_activity(ask_model, messages, start_to_close_timeout=model_timeout,\n"
-     "                                                    retry_policy=RETRY)\n",
+     "                                                    schedule_to_close_timeout=GIVE_UP, retry_policy=RETRY)\n",
      "            sdk = model_client().messages.create(model=MODEL, max_tokens=MAX_TOKENS, tools=TOOLS, messages=messages)\n"
      "            reply = {'stop_reason': sdk.stop_reason, 'content': content_to_dicts(sdk.content)}\n"),
 ]

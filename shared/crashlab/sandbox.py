@@ -353,26 +353,36 @@ def _ensure_user(name: str, group: str | None = None) -> pwd.struct_passwd:
 
 
 def _all_processes() -> list[tuple[int, int]]:
+    """(pid, uid) of every live process. A zombie (dead, waiting for its parent to reap it) is left out:
+    it runs nothing, and no signal can do more to it."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            found.append((int(entry), os.stat(f"/proc/{entry}").st_uid))
-        except OSError:
-            pass
+            uid = os.stat(f"/proc/{entry}").st_uid
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != b"Z":
+            found.append((int(entry), uid))
     return found
 
 
 # --- non-root: keep track of what the grader's children started ---------------------------------------------
-def become_subreaper() -> None:
+def become_subreaper(on: bool = True) -> None:
     """Orphans of our children (a daemon, a double fork) are re-parented to us instead of init, so a
-    grader that is not root can still find and kill everything a submission started."""
+    grader that is not root can still find and kill everything a submission started. ``on=False`` ends
+    it (and reaps what is dead), for a long-lived process that grades once, such as a test run: orphans
+    it never reaps would otherwise stay behind as zombies."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        libc.prctl(36, 1 if on else 0, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError):
         pass
+    if not on:
+        _reap()
 
 
 def descendants(root: int) -> list[int]:

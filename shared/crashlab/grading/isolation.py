@@ -132,9 +132,13 @@ class Isolation:
             sandboxes.kill_descendants(keep=self._already_running)
 
     def close(self) -> None:
+        from crashlab import sandbox as sandboxes
+
         self.kill_everything()
         if self.slot is not None:
             self.slot.close()
+        else:
+            sandboxes.become_subreaper(False)
         shutil.rmtree(self.private, ignore_errors=True)
 
 
