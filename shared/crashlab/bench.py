@@ -379,7 +379,6 @@ class _Temporal(_Workload):
 
         from temporalio.client import Client
         from temporalio.worker import Worker
-        from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
         from crashlab import bench_temporal
 
@@ -390,19 +389,9 @@ class _Temporal(_Workload):
         self.bt = bench_temporal
         self.loop = asyncio.new_event_loop()
         self.client = self.loop.run_until_complete(asyncio.wait_for(Client.connect(address), 20))
-        kwargs = {} if cache else {"max_cached_workflows": 0}
-        if sticky_s is not None:
-            from datetime import timedelta
-
-            kwargs["sticky_queue_schedule_to_start_timeout"] = timedelta(seconds=sticky_s)
-        # The sandbox re-imports a workflow's module with its package; crashlab's __init__ pulls in the
-        # world server, whose imports the sandbox restricts. Pass the package through: only the workflow
-        # class runs sandboxed, as it would from a top-level module file.
-        runner = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("crashlab"))
-
         async def make_worker() -> Worker:  # a Worker is built inside its event loop
             return Worker(self.client, task_queue=task_queue, workflows=[bench_temporal.BenchWorkflow],
-                          activities=[bench_temporal.bench_step], workflow_runner=runner, **kwargs)
+                          activities=[bench_temporal.bench_step], **bench_temporal.worker_options(cache, sticky_s))
 
         self.worker = self.loop.run_until_complete(make_worker())
         self.worker_task = self.loop.create_task(self.worker.run())

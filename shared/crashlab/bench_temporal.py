@@ -61,6 +61,21 @@ class BenchWorkflow:
         return i
 
 
+def worker_options(cache: bool = True, sticky_s: float | None = None) -> dict:
+    """Keyword arguments for a ``Worker`` of :class:`BenchWorkflow`: ``cache=False`` is
+    ``max_cached_workflows=0``; ``sticky_s`` is how long a task waits on a (dead) worker's sticky queue."""
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+    # The sandbox re-imports a workflow's module with its package; crashlab's __init__ pulls in the
+    # world server, whose imports the sandbox restricts. Pass the package through: only the workflow
+    # class runs sandboxed, as it would from a top-level module file.
+    runner = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("crashlab"))
+    options = {"workflow_runner": runner} if cache else {"workflow_runner": runner, "max_cached_workflows": 0}
+    if sticky_s is not None:
+        options["sticky_queue_schedule_to_start_timeout"] = timedelta(seconds=sticky_s)
+    return options
+
+
 async def seconds_per_step(client, steps: int, *, cache: bool = True) -> float:
     """Run one :class:`BenchWorkflow` of ``steps`` activities on a worker in the calling event loop (a
     notebook's, say) and return the wall time per step. ``cache=False`` is ``max_cached_workflows=0``:
@@ -68,14 +83,10 @@ async def seconds_per_step(client, steps: int, *, cache: bool = True) -> float:
     import uuid
 
     from temporalio.worker import Worker
-    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-    # The sandbox re-imports this module with its package; let the package through (see crashlab.bench).
-    runner = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("crashlab"))
     queue = f"replay-cost-{uuid.uuid4().hex[:8]}"  # a queue of this measurement's own, so no other worker takes it
-    options = {} if cache else {"max_cached_workflows": 0}
     async with Worker(client, task_queue=queue, workflows=[BenchWorkflow], activities=[bench_step],
-                      workflow_runner=runner, **options):
+                      **worker_options(cache)):
         started = time.perf_counter()
         done = await client.execute_workflow(BenchWorkflow.run, {"steps": steps}, id=queue, task_queue=queue)
         elapsed = time.perf_counter() - started
@@ -84,4 +95,4 @@ async def seconds_per_step(client, steps: int, *, cache: bool = True) -> float:
     return elapsed / steps
 
 
-__all__ = ["BenchWorkflow", "bench_step", "seconds_per_step", "ENV_BLOCK_AT", "ENV_MARKER"]
+__all__ = ["BenchWorkflow", "bench_step", "seconds_per_step", "worker_options", "ENV_BLOCK_AT", "ENV_MARKER"]

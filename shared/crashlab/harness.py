@@ -300,8 +300,6 @@ def _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_cra
 def double_crash_pairs(sample: int | None = 6) -> list[tuple[str, str]]:
     """Pairs (first crash, crash during the resume) that a correct resume always reaches: the second
     point is at a tool that comes after the first point's step, so no durable record can skip it."""
-    from crashlab.order import TOOL_ORDER
-
     pairs = []
     for i, first_tool in enumerate(TOOL_ORDER):
         for later in TOOL_ORDER[i + 1:]:
