@@ -11,7 +11,19 @@
 - :mod:`crashlab.grading.report`       -- the report and the Gradescope-shaped results file.
 """
 
-from crashlab.grading.build import build_course, student_version
-from crashlab.grading.grade import GradingError, grade_notebook
+from __future__ import annotations
 
-__all__ = ["build_course", "student_version", "grade_notebook", "GradingError"]
+import importlib
+
+# Imported on first use, not with the package: the judge and the subject processes (one per check) import
+# small modules of this package, and nbformat/nbgrader/nbconvert would cost each of them seconds of CPU.
+_LAZY = {"build_course": "crashlab.grading.build", "student_version": "crashlab.grading.build",
+         "grade_notebook": "crashlab.grading.grade", "GradingError": "crashlab.grading.report"}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
