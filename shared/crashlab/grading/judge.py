@@ -32,7 +32,9 @@ import traceback
 from pathlib import Path
 
 from crashlab import sandbox as sandboxes
+from crashlab.grading import references
 from crashlab.grading.remote import decode, dumps, encode
+from crashlab.grading.requirements import requirement_at
 
 HIDDEN_BEGIN, HIDDEN_END = "# BEGIN HIDDEN TESTS", "# END HIDDEN TESTS"
 # What every check may use without importing it (the lessons' notebooks import these early on).
@@ -276,13 +278,17 @@ def feedback(exc: BaseException, source: str) -> str:
     line = frames[-1].lineno if frames else None
     hidden = line in hidden_lines(source) if line else True
     message = str(exc).strip()
+    requirement = requirement_at(source, line) if line else None
+    about = f" (requirement {requirement})" if requirement else ""
     if isinstance(exc, AssertionError):
         if message:
-            return f"check failed: {message}"
+            return f"check failed{about}: {message}"
         if not hidden:
-            return f"check failed: {source.splitlines()[line - 1].strip()}"
+            return f"check failed{about}: {source.splitlines()[line - 1].strip()}"
+        if requirement:
+            return f"a hidden check of requirement {requirement} failed: compare your answer with what the text says"
         return "a hidden check failed (it has no message: compare your answer with every requirement in the text)"
-    return f"{type(exc).__name__}: {message}"[:1500]
+    return f"{type(exc).__name__}{about}: {message}"[:1500]
 
 
 NOTEBOOK_ANSWERS = "_notebook_answers"  # the module the grader makes of the answer cells that are not files
@@ -353,6 +359,7 @@ def main() -> None:
     workdir = Path(job["workdir"])
     os.chdir(workdir)
     sandboxes.become_subreaper()
+    references.REFERENCES.update({gid: tuple(pair) for gid, pair in job.get("references", {}).items()})
     checks = Checks(workdir, job.get("preamble", ""), job.get("answer_names", []), float(job.get("timeout", 300)))
     try:
         for check in job["checks"]:
