@@ -12,6 +12,7 @@ from pathlib import Path
 
 from crashlab.grading.isolation import Deadline, Isolation, write_new_file
 from crashlab.grading.judge import NOTEBOOK_ANSWERS
+from crashlab.grading.references import copy_on_answers, master_answers
 from crashlab.grading.notebooks import grade_id, is_answer_cell, is_test_cell, nbgrader_meta
 from crashlab.grading.report import TestResult
 
@@ -62,7 +63,8 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline) -
                          if c.cell_type == "code" and JUDGE_SETUP_TAG in c.metadata.get("tags", []))
     job = {"workdir": str(isolation.workdir), "preamble": preamble,
            "timeout": float(master.metadata.get("crashlab", {}).get("check_timeout", 240)),
-           "checks": [{"name": grade_id(c), "source": c.source} for c in tests], "answer_names": answer_names}
+           "checks": [{"name": grade_id(c), "source": c.source} for c in tests], "answer_names": answer_names,
+           "references": master_answers(master, master.metadata.get("crashlab", {}).get("reference_answers", []))}
     env = isolation.env()
     # -P: the judge runs as root in the student's folder; a `crashlab/` planted there must not be imported
     process = subprocess.Popen([sys.executable, "-P", "-m", "crashlab.grading.judge"], cwd=isolation.workdir, env=env,
@@ -97,21 +99,24 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline) -
     return graded
 
 
-def score_matrix_check(check: dict, workdir: Path, needs=None) -> TestResult:
+def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict | None = None) -> TestResult:
     """Score one crash-matrix check on an agent file in ``workdir`` (``needs``: a shared
-    :class:`crashlab.needs.Needs`, so servers such as Temporal start once per grading run)."""
+    :class:`crashlab.needs.Needs`, so servers such as Temporal start once per grading run). A check with
+    ``on_reference_answers`` runs the agent on ``references`` (:mod:`crashlab.grading.references`)."""
     from crashlab.harness import crash_test
     from crashlab.needs import Needs
 
     if needs is None:
         with Needs(workdir / ".crashlab" / "servers") as own:
-            return score_matrix_check(check, workdir, own)
+            return score_matrix_check(check, workdir, own, references)
 
     name, max_score = check["name"], float(check["points"])
     agent = workdir / check["agent"]
     if not agent.is_file():
         return TestResult(name, 0.0, max_score, f"the notebook did not write {check['agent']}, so there is no agent "
                                                 f"to crash-test", "matrix")
+    if check.get("on_reference_answers") and references:
+        agent = copy_on_answers(agent, references)
     matrix = crash_test(agent, check.get("crash_points", "all"), expect=check.get("expect", "durable"),
                         jobs=int(check.get("jobs", 2)), progress=False, timeout=float(check.get("timeout", 60)),
                         workdir=None, resumers=int(check.get("resumers", 1)),  # rows in a folder of the grader's

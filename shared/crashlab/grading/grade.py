@@ -26,6 +26,7 @@ import nbformat
 
 from crashlab.answers import answer_files
 from crashlab.grading.checks import judge_checks, score_matrix_check
+from crashlab.grading.references import master_answers
 from crashlab.grading.isolation import Deadline, Isolation, keep_only_what_the_submission_writes, run_submission
 from crashlab.grading.notebooks import grade_id, is_answer_cell, is_locked, is_test_cell, lesson_of, nbgrader_meta, repo_root
 from crashlab.grading.report import GradeReport, GradingError, TestResult, write_results
@@ -162,6 +163,7 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
         isolation.kill_everything()
         os.environ.clear()
         os.environ.update({**saved_env, **{k: v for k, v in isolation.env().items() if k.startswith("CRASHLAB_")}})
+        references = master_answers(master, master.metadata.get("crashlab", {}).get("reference_answers", []))
         with Needs(isolation.private / "servers") as needs:
             for check in master.metadata.get("crashlab", {}).get("matrix_checks", []):
                 if limit.passed:
@@ -169,7 +171,7 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
                                                    "timed out: the submission's deadline passed first", "matrix"))
                     continue
                 check = {**check, "timeout": min(float(check.get("timeout", 60)), max(5.0, limit.left()))}
-                report.tests.append(score_matrix_check(check, workdir, needs))
+                report.tests.append(score_matrix_check(check, workdir, needs, references))
         if not report.tests:
             raise GradingError(f"{master_path.name} has no graded cells")
     finally:

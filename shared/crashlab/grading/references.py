@@ -1,0 +1,70 @@
+"""Grade an exercise on its own merit: run the student's agent on the master's answers to the exercises
+it builds on.
+
+Lesson 4's workflow (exercise 2) imports the steps of exercise 1. Crash-tested as written, a wrong step
+(a ``uuid4()`` key) would cost exercise 2's points as well as exercise 1's. So the checks that judge the
+workflow run a copy of the student's files with the earlier exercise's file replaced by the master's.
+
+The master's answers reach only the trusted judge (in its job, on stdin) and the grader; the copy is made
+after the earlier exercise has been judged, so the student's code of that exercise never runs beside it.
+Outside grading -- the learner's own kernel, a master executed by its author -- there are no references and
+the agent runs as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from crashlab import sandbox as sandboxes
+
+# grade_id -> (file name, text): set by the judge from its job; empty outside grading.
+REFERENCES: dict[str, tuple[str, str]] = {}
+SOLUTION_MARKERS = ("# BEGIN SOLUTION", "# END SOLUTION", "### BEGIN SOLUTION", "### END SOLUTION")
+
+
+def master_answers(master, grade_ids) -> dict[str, tuple[str, str]]:
+    """The files that the master's ``%%writefile`` answer cells named by ``grade_ids`` write."""
+    cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in master.cells}
+    answers = {}
+    for gid in grade_ids:
+        cell = cells.get(gid)
+        first, _, body = (cell.source if cell is not None else "").partition("\n")
+        if not first.startswith("%%writefile "):
+            raise ValueError(f"the master has no %%writefile answer cell {gid!r}")
+        text = "\n".join(line for line in body.splitlines() if line.strip() not in SOLUTION_MARKERS)
+        answers[gid] = (first.split(maxsplit=1)[1].strip(), text + "\n")
+    return answers
+
+
+def copy_on_answers(agent: Path, answers: dict[str, tuple[str, str]]) -> Path:
+    """A copy of the agent's folder's Python files in a new folder beside them, with ``answers`` written
+    over them; the copied agent's path.
+
+    The grader may call this as root in a folder the student's code wrote: the new folder gets a random name
+    made exclusively (nothing planted can be followed into), and a file is copied only when it is a regular
+    file opened without following a symlink."""
+    agent = Path(agent).resolve()
+    folder = Path(tempfile.mkdtemp(prefix=f".on-reference-{agent.stem}-", dir=agent.parent))
+    for source in agent.parent.glob("*.py"):
+        try:
+            fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue  # a symlink, or gone
+        with os.fdopen(fd, "rb") as f:
+            if stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                (folder / source.name).write_bytes(f.read(1 << 22))
+    for name, text in answers.values():
+        (folder / name).write_text(text)
+    sandboxes.give(folder)
+    return folder / agent.name
+
+
+def on_reference_answers(agent: str | Path) -> Path:
+    """``agent`` as the checks should run it: while grading, a copy that uses the master's answers to the
+    exercises it builds on (see the module's docstring); otherwise ``agent`` itself."""
+    if not REFERENCES:
+        return Path(agent)
+    return copy_on_answers(Path(agent), REFERENCES)
