@@ -177,6 +177,26 @@ def test_model_client_talks_to_the_world_without_hidden_retries(world):
     assert (audit.model_calls, audit.repeated_model_calls) == (1, 0)
 
 
+def test_the_model_is_asked_for_one_tool_per_turn_unless_the_caller_chooses():
+    """A real model may ask for several tools in one reply; the course's one-tool-per-turn loops would
+    answer only the first, and the API refuses a conversation with an unanswered tool_use."""
+    sent = []
+
+    class FakeSDK:
+        class messages:  # noqa: N801 -- stands in for the SDK's attribute
+            @staticmethod
+            def create(**kwargs):
+                sent.append(kwargs)
+
+    messages = agent._Messages(FakeSDK, "a fake model")
+    messages.create(model=agent.MODEL, max_tokens=10, tools=TOOLS, messages=[])
+    messages.create(model=agent.MODEL, max_tokens=10, tools=TOOLS, tool_choice={"type": "any"}, messages=[])
+    messages.create(model=agent.MODEL, max_tokens=10, messages=[])
+    assert sent[0]["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
+    assert sent[1]["tool_choice"] == {"type": "any"}
+    assert "tool_choice" not in sent[2]
+
+
 # --- a malformed reply through a whole agent process ----------------------------------------------
 
 @pytest.mark.parametrize("kind, message", [

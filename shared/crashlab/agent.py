@@ -83,15 +83,24 @@ def real_api_enabled() -> bool:
     return os.environ.get("CRASHLAB_REAL_MODEL") == "1" and bool(os.environ.get("ANTHROPIC_API_KEY"))
 
 
+ONE_TOOL_PER_TURN = {"type": "auto", "disable_parallel_tool_use": True}
+
+
 class _Messages:
     def __init__(self, sdk_client, where: str):
         self._sdk = sdk_client
         self._where = where
 
     def create(self, **kwargs):
-        """``anthropic.Anthropic().messages.create``, with a one-line error when the model is unreachable."""
+        """``anthropic.Anthropic().messages.create``, with a one-line error when the model is unreachable.
+
+        The course's agents run one tool per turn, each with its own key and journal entry. A real model may
+        ask for several tools in one reply, which such a loop would half answer (the API then refuses the
+        next request); so unless the caller chooses otherwise, the model is told to ask for one at a time."""
         import anthropic
 
+        if kwargs.get("tools") and "tool_choice" not in kwargs:
+            kwargs["tool_choice"] = ONE_TOOL_PER_TURN
         try:
             return self._sdk.messages.create(**kwargs)
         except anthropic.APIConnectionError as exc:
