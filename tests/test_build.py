@@ -108,3 +108,25 @@ def test_result_command_exit_codes(tmp_path):
     run = lambda name: subprocess.run([sys.executable, "-m", "crashlab.cli", "result", str(results), "--test", name],
                                       capture_output=True, text=True, timeout=60).returncode
     assert (run("a"), run("b"), run("missing")) == (0, 1, 2)
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.name)
+def test_nbval_skips_only_crash_matrices_the_grading_tests_run_on_the_master(master):
+    """nbval over the masters skips a cell only when it re-runs a crash matrix of an agent that the lesson's
+    matrix checks grade (tests/test_grading_all.py runs those on the master), or only prints or plots what
+    such a cell produced. Anything else a master does, nbval runs."""
+    nb = nbformat.read(master, as_version=4)
+    graded_agents = {check["agent"] for check in nb.metadata.get("crashlab", {}).get("matrix_checks", [])}
+    produced: set[str] = set()
+    for cell in nb.cells:
+        if cell.cell_type != "code" or "nbval-skip" not in cell.metadata.get("tags", []):
+            continue
+        assert "skip-when-grading" in cell.metadata.get("tags", []), f"{master.name}: {cell.source[:80]!r}"
+        runs = set(re.findall(r'crash_test\("([^"]+)"', cell.source))
+        names = set(re.findall(r"\b([a-z_]+)\b", cell.source))
+        if runs:
+            assert runs <= graded_agents, f"{master.name}: nbval skips a matrix no grading test runs: {runs}"
+            produced |= set(re.findall(r"^(\w+) = crash_test\(", cell.source, re.M))
+        else:
+            assert names & produced, f"{master.name}: nbval skips a cell that is not about a graded matrix: " \
+                                     f"{cell.source[:80]!r}"

@@ -32,6 +32,7 @@ def judge_only(master_name: str, answer: str, old: str, new: str, check: str):
     cell.source = cell.source.replace(old, new)
     nb, _ = restore_locked_cells(mutant, master)
     workdir = Path(tempfile.mkdtemp(prefix="crashlab-mutant-"))
+    (workdir / ".crashlab" / f"lesson{lesson_of(master)}").mkdir(parents=True)  # the notebook's cells make it
     for name, source in written_files(nb).items():
         (workdir / name).write_text(source)
     isolation = Isolation(workdir, False, hide=(), lesson=lesson_of(master))
@@ -56,25 +57,29 @@ RETRY_REWORDED = '''    attempt = 0
             time.sleep(0.02)'''
 
 MUTANTS = [
-    # (master, answer cell, old, new, the check that must fail)
+    # (master, answer cell, old, new, the check that must fail, words its feedback must hold -- so a check
+    # that fails for some other reason, say a folder the notebook would have made, does not pass for it)
     ("01_naive_event_log.ipynb", "ex3_logged_agent",
-     '                append_event(log, {"type": "final", "content": content})\n', "", "ex3_logged_agent_checks"),
+     '                append_event(log, {"type": "final", "content": content})\n', "", "ex3_logged_agent_checks",
+     "is the final answer logged"),
     ("02_idempotent_tools.ipynb", "ex2_retry", "if not exc.retryable or attempt == attempts - 1:",
-     "if attempt == attempts - 1:", "ex2_retry_checks"),
+     "if attempt == attempts - 1:", "ex2_retry_checks", "a 400 was sent again"),
     ("02_idempotent_tools.ipynb", "ex3_ledger", "        deadline = time.monotonic() + self.wait",
-     "        return self.recorded(key)\n        deadline = time.monotonic() + self.wait", "ex3_ledger_checks"),
-    ("03_langgraph.ipynb", "ex2_order_agent", 'DURABILITY = "sync"', 'DURABILITY = "async"', "ex2_order_agent_checks"),
+     "        return self.recorded(key)\n        deadline = time.monotonic() + self.wait", "ex3_ledger_checks",
+     "a process that loses the claim waits"),
+    ("03_langgraph.ipynb", "ex2_order_agent", 'DURABILITY = "sync"', 'DURABILITY = "async"', "ex2_order_agent_checks",
+     "DURABILITY is 'async'"),
     ("04_dbos.ipynb", "ex1_steps", 'key = f"{DBOS.workflow_id}:step-{DBOS.step_id}:{name}"',
-     'key = f"{DBOS.workflow_id}:{name}"', "ex1_steps_checks"),
+     'key = f"{DBOS.workflow_id}:{name}"', "ex1_steps_checks", "is the step in the key"),
 ]
 IDS = ["final answer not logged", "a 400 retried", "run_once does not wait", "durability async", "key without the step"]
 
 
-@pytest.mark.parametrize("master, answer, old, new, check", MUTANTS, ids=IDS)
-def test_a_broken_requirement_fails_its_check(master, answer, old, new, check):
+@pytest.mark.parametrize("master, answer, old, new, check, why", MUTANTS, ids=IDS)
+def test_a_broken_requirement_fails_its_check(master, answer, old, new, check, why):
     result = judge_only(master, answer, old, new, check)
     assert result.name == check and result.score == 0, f"{check} passed a mutant: {result.output}"
-    assert result.output and "passed" not in result.output
+    assert why in result.output, f"{check} failed for another reason than the mutation: {result.output}"
 
 
 def test_a_retry_worded_differently_but_right_passes():

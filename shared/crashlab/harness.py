@@ -164,6 +164,10 @@ class _Running:
         return ProcessRun(self.process.pid, self.process.returncode, self.started, time.time(), stdout, stderr,
                           timed_out, crashed["point"] if crashed else None)
 
+    def running(self) -> bool:
+        """True until the process has exited (or been killed)."""
+        return self.process.poll() is None
+
     def kill(self) -> None:
         """SIGKILL the process and its whole group now: a crash from outside, at a moment you choose."""
         _kill_group(self.process.pid)
