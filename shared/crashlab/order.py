@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 ORDER_ID = "ORD-8842"
+# What an order id looks like: ORD-, then groups of letters and digits joined by single dashes
+# (ORD-8842, ORD-77-B). The model reads the whole id out of the task, dashes included.
+ORDER_ID_PATTERN = r"ORD-[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*"
 AMOUNT = 49.99
 SKU = "SKU-772"
 

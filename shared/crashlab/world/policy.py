@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import secrets
 
-from crashlab.order import TOOL_ORDER, TOOL_SCHEMAS
+from crashlab.order import ORDER_ID_PATTERN, TOOL_ORDER, TOOL_SCHEMAS
 
 
 class InvalidRequest(ValueError):
@@ -79,7 +79,7 @@ def check_conversation(messages: list[dict]) -> None:
 def order_from(messages: list[dict]) -> dict:
     """Read the order id, amount and SKU out of the first user message."""
     text = " ".join(b["text"] for b in messages[0]["content"] if b["type"] == "text")
-    order = re.search(r"\bORD-[A-Za-z0-9]+", text)
+    order = re.search(rf"\b{ORDER_ID_PATTERN}", text)
     amount = re.search(r"\$(\d+(?:\.\d{1,2})?)", text)
     sku = re.search(r"\bSKU-[A-Za-z0-9]+", text)
     if not (order and amount and sku):
