@@ -7,6 +7,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 NBVAL_SANITIZE := tests/nbval-sanitize.cfg
+NBGRADER_SERVER_EXTENSIONS := $(addprefix nbgrader.server_extensions.,formgrader validate_assignment assignment_list course_list)
+LAB_ANNOUNCEMENTS := @jupyterlab/apputils-extension:announcements
+# JupyterLab refuses to start as root unless told; a container is usually root.
+LAB_AS_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: setup demo test unit notebooks-check lab build execute grade clean
 
@@ -15,6 +19,11 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,lab]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (crashlab)" > /dev/null
+	@# The Lab learners open is for learning: no nbgrader instructor menus (grading is `crashlab grade`), no news popup.
+	( $(BIN)/jupyter server extension disable --sys-prefix $(NBGRADER_SERVER_EXTENSIONS) \
+	  && $(BIN)/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader $(LAB_ANNOUNCEMENTS) \
+	  && $(BIN)/jupyter labextension lock --level=sys_prefix @jupyter/nbgrader $(LAB_ANNOUNCEMENTS) ) \
+	  > $(VENV)/lab-setup.log 2>&1 || (cat $(VENV)/lab-setup.log; exit 1)
 	@# Graded as root, student code runs as an unprivileged user, who must be able to run this Python.
 	@if [ "$$(id -u)" = 0 ]; then d=$$(dirname "$$(readlink -f $(BIN)/python)"); while [ "$$d" != / ]; do chmod o+x "$$d"; d=$$(dirname "$$d"); done; fi
 	touch $(STAMP)
@@ -33,7 +42,7 @@ test: setup
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope --nbval-lax course -p no:cacheprovider
 
 lab: setup
-	$(BIN)/jupyter lab --notebook-dir=course --ServerApp.ip=127.0.0.1
+	$(BIN)/jupyter lab --notebook-dir=course --ServerApp.ip=127.0.0.1 $(LAB_AS_ROOT)
 
 # Authors: regenerate course/ from solutions/, or re-run a master and save its outputs first.
 build: setup
