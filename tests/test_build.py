@@ -130,3 +130,13 @@ def test_nbval_skips_only_crash_matrices_the_grading_tests_run_on_the_master(mas
         else:
             assert names & produced, f"{master.name}: nbval skips a cell that is not about a graded matrix: " \
                                      f"{cell.source[:80]!r}"
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.name)
+def test_student_notebooks_carry_nbval_markers_as_tags_not_in_the_code(master):
+    student = student_version(nbformat.read(master, as_version=4))
+    master_nb = nbformat.read(master, as_version=4)
+    marked = [c for c in master_nb.cells if c.cell_type == "code" and "# NBVAL_IGNORE_OUTPUT" in c.source.split("\n")]
+    assert not any("NBVAL_" in c.source for c in student.cells if c.cell_type == "code")
+    tagged = [c for c in student.cells if "nbval-ignore-output" in c.metadata.get("tags", [])]
+    assert len(tagged) >= len(marked)

@@ -2,7 +2,9 @@
 
 LockCells -> ClearSolutions -> ClearHiddenTests -> ClearOutput, then :class:`MarkCellsThatMayRaise`,
 which tags every answer cell, test cell and cell marked ``uses-answers`` with ``raises-exception``
-so that nbval can run the unanswered student notebook: those cells raise until the learner answers.
+so that nbval can run the unanswered student notebook: those cells raise until the learner answers;
+:class:`SkipDemonstrationsInNbval`; and :class:`MoveNbvalMarkersToTags`, so no nbval comment sits in
+the code learners read.
 """
 
 from __future__ import annotations
@@ -47,7 +49,31 @@ class SkipDemonstrationsInNbval(Preprocessor):
         return cell, resources
 
 
-PIPELINE = (LockCells, ClearSolutions, ClearHiddenTests, ClearOutput, MarkCellsThatMayRaise, SkipDemonstrationsInNbval)
+class MoveNbvalMarkersToTags(Preprocessor):
+    """nbval reads ``# NBVAL_IGNORE_OUTPUT`` (and its kin) from a comment line or from a cell tag. Learners
+    read the code, not the tags: in the student notebook the comment becomes the tag."""
+
+    MARKERS = {"# NBVAL_IGNORE_OUTPUT": "nbval-ignore-output", "# NBVAL_SKIP": "nbval-skip",
+               "# NBVAL_CHECK_OUTPUT": "nbval-check-output", "# NBVAL_RAISES_EXCEPTION": "raises-exception"}
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type != "code":
+            return cell, resources
+        kept = []
+        for line in cell.source.split("\n"):
+            tag = self.MARKERS.get(line.strip())
+            if tag is None:
+                kept.append(line)
+                continue
+            tags = cell.metadata.setdefault("tags", [])
+            if tag not in tags:
+                tags.append(tag)
+        cell.source = "\n".join(kept)
+        return cell, resources
+
+
+PIPELINE = (LockCells, ClearSolutions, ClearHiddenTests, ClearOutput, MarkCellsThatMayRaise, SkipDemonstrationsInNbval,
+            MoveNbvalMarkersToTags)
 
 
 def student_version(master: nbformat.NotebookNode) -> nbformat.NotebookNode:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import os
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ from crashlab.grading.isolation import Deadline, Isolation, keep_only_what_the_s
 from crashlab.grading.notebooks import grade_id, is_answer_cell, is_locked, is_test_cell, lesson_of, nbgrader_meta, repo_root
 from crashlab.grading.report import GradeReport, GradingError, TestResult, write_results
 from crashlab.needs import Needs
+from crashlab.scratch import remove_scratch
 
 # --- 1. find the master and restore its locked cells --------------------------------------------------------
 def read_submission(path: Path) -> nbformat.NotebookNode:
@@ -116,7 +116,10 @@ def _as_given_to_students(master_cell) -> str:
     """The source of a master cell as the student notebook shows it (hidden checks removed)."""
     from nbgrader.preprocessors import ClearHiddenTests
 
+    from crashlab.grading.build import MoveNbvalMarkersToTags
+
     cell, _ = ClearHiddenTests().preprocess_cell(copy.deepcopy(master_cell), {}, 0)
+    cell, _ = MoveNbvalMarkersToTags().preprocess_cell(cell, {}, 0)
     return cell.source
 
 
@@ -182,7 +185,7 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
         if keep:
             report.notes.append(f"scratch directory kept at {workdir}")
         else:
-            shutil.rmtree(workdir, ignore_errors=True)
+            remove_scratch(workdir)
     report.seconds = time.time() - started
     if json_out:
         write_results(report, Path(json_out))
