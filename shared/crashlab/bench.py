@@ -872,24 +872,40 @@ def _child_main(args: argparse.Namespace, t_main: float) -> int:
     os._exit(0)  # engines' background threads have nothing left to do; do not wait on them
 
 
+def _at_least_two_steps(text: str) -> int:
+    from crashlab.cli_args import positive_int
+
+    steps = positive_int(text)
+    if steps < 2:
+        raise argparse.ArgumentTypeError(f"at least 2 steps (the per-step cost is the difference to a 1-step run), "
+                                         f"got {text!r}")
+    return steps
+
+
 def main(argv: list[str] | None = None) -> int:
+    from crashlab import cli_args as check
+
     t_main = time.time()
-    parser = argparse.ArgumentParser(prog="python -m crashlab.bench",
-                                     description="Per-step cost of each durable engine against an fsync floor, "
-                                                 "and recovery time after SIGKILL.")
+    parser = check.Parser(prog="crashlab bench",
+                          description="Per-step cost of each durable engine against an fsync floor, "
+                                      "and recovery time after SIGKILL.")
     parser.add_argument("--quick", action="store_true", help=f"steps={QUICK['steps']}, repeats={QUICK['repeats']}")
-    parser.add_argument("--steps", type=int, default=None, help="steps per workflow (default 50)")
-    parser.add_argument("--repeats", type=int, default=None, help="runs per engine; the median is kept (default 3)")
-    parser.add_argument("--engines", default=None, help=f"comma-separated, from {','.join(ENGINES)}")
+    parser.add_argument("--steps", type=_at_least_two_steps, default=None, help="steps per workflow, 2 or more (default 50)")
+    parser.add_argument("--repeats", type=check.positive_int, default=None,
+                        help="runs per engine; the median is kept (default 3)")
+    parser.add_argument("--engines", type=check.names_from(ENGINES, "engine"), default=None,
+                        help=f"comma-separated, from {','.join(ENGINES)}")
     parser.add_argument("--no-recovery", action="store_true", help="skip the SIGKILL recovery scene")
-    parser.add_argument("--timeout", type=float, default=180.0, help="seconds allowed per process")
-    parser.add_argument("--workdir", default=None, help="keep the files here (default: a temporary directory)")
-    parser.add_argument("--json", default=None, help="write the results here")
-    parser.add_argument("--plot", default=None, help="save the bar chart here (PNG)")
-    parser.add_argument("--engine", default=None, help=argparse.SUPPRESS)  # one engine, in this process
+    parser.add_argument("--timeout", type=check.positive_seconds, default=180.0, help="seconds allowed per process")
+    parser.add_argument("--workdir", type=check.output_folder, default=None,
+                        help="keep the files here (default: a temporary directory)")
+    parser.add_argument("--json", type=check.output_file, default=None, help="write the results here")
+    parser.add_argument("--plot", type=check.plot_file, default=None,
+                        help=f"save the bar chart here ({', '.join(check.PLOT_SUFFIXES)})")
+    parser.add_argument("--engine", choices=ENGINES, default=None, help=argparse.SUPPRESS)  # one engine, in this process
     parser.add_argument("--phase", choices=["crash", "resume"], default=None, help=argparse.SUPPRESS)
     parser.add_argument("--wid", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--max-seconds", type=float, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--max-seconds", type=check.positive_seconds, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     steps = args.steps or (QUICK["steps"] if args.quick else 50)
     repeats = args.repeats or (QUICK["repeats"] if args.quick else 3)
@@ -898,8 +914,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--phase needs --workdir and --wid")
         args.steps, args.repeats = steps, repeats
         return _child_main(args, t_main)
-    engines = [e.strip() for e in args.engines.split(",") if e.strip()] if args.engines else None
-    result = run_benchmark(steps=steps, repeats=repeats, engines=engines, workdir=args.workdir,
+    result = run_benchmark(steps=steps, repeats=repeats, engines=args.engines, workdir=args.workdir,
                            progress=sys.stderr.isatty(), recovery=not args.no_recovery, timeout_s=args.timeout)
     print(result.table())
     if args.json:

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-import argparse
 import json
+import math
 import signal
 import sys
 import time
 from pathlib import Path
 
-from crashlab.order import ORDER_ID
+from crashlab import cli_args as check
+from crashlab.cli_args import Parser, UsageError
+from crashlab.order import ORDER_ID, TOOL_ORDER
 
 
 def _world_start(args) -> int:
+    if args.port:
+        check.check_port_free(args.port)
     from crashlab.world import World, WorldError
 
     try:
@@ -65,8 +69,20 @@ def _audit(args) -> int:
     return 0
 
 
+def _check_crash_test(args) -> None:
+    if args.preload and args.launcher != "warm":
+        raise UsageError("--preload only applies to --launcher warm (the exec launcher starts a new interpreter "
+                         "each time): drop --preload or use --launcher warm")
+    repeated = sorted({tool for tool in args.lost_ack if args.lost_ack.count(tool) > 1})
+    if repeated:
+        raise UsageError(f"--lost-ack {repeated[0]} is given twice: the fault drops the first reply of a tool once")
+    check.check_not_same_file(args.json, args.agent, "agent file")
+
+
 def _crash_test(args) -> int:
+    _check_crash_test(args)
     from crashlab.harness import crash_test, double_crash_pairs
+    from crashlab.launcher import LauncherError
     from crashlab.world import WorldError
 
     try:
@@ -75,13 +91,17 @@ def _crash_test(args) -> int:
                             double=double_crash_pairs(args.double) if args.double else None,
                             faults=[(f"lost_ack:{tool}", 1, None) for tool in args.lost_ack] or None,
                             launcher=args.launcher, preload=tuple(args.preload))
-    except (FileNotFoundError, ValueError, WorldError) as exc:
+    except (FileNotFoundError, ValueError, WorldError, LauncherError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(matrix)
     print(f"\n{len(matrix.rows)} runs in {matrix.seconds:.1f} s")
     if args.json:
-        matrix.write_json(args.json)
+        try:
+            matrix.write_json(args.json)
+        except OSError as exc:
+            print(f"error: could not write {args.json} ({exc.strerror}); the matrix is above", file=sys.stderr)
+            return 1
         print(f"wrote {args.json}")
     return 0 if matrix.ok or args.expect == "observe" else 1
 
@@ -101,14 +121,8 @@ def _build(args) -> int:
 
 
 def _grade(args) -> int:
+    check.check_not_same_file(args.json, args.notebook, "notebook")
     from crashlab.grading.grade import GradingError, grade_notebook
-
-    if args.timeout <= 0 or args.deadline <= 0:
-        print("error: --timeout and --deadline must be positive numbers of seconds", file=sys.stderr)
-        return 2
-    if args.json and not Path(args.json).resolve().parent.is_dir():
-        print(f"error: --json {args.json}: the folder {Path(args.json).resolve().parent} does not exist", file=sys.stderr)
-        return 2
 
     def interrupted(signum, frame):
         raise KeyboardInterrupt
@@ -137,19 +151,46 @@ def _result(args) -> int:
     import os
 
     try:
-        results = json.loads(Path(args.results).read_text())
-        test = next(t for t in results["tests"] if isinstance(t, dict) and t["name"] == args.test)
-        score, max_score = float(test["score"]), float(test["max_score"])
-    except (OSError, ValueError, KeyError, TypeError, StopIteration):
-        print(f"error: no result for {args.test!r} in {args.results}: 0 points", file=sys.stderr)
+        results = _read_results(Path(args.results))
+        score, max_score, output = _test_result(results, args.test, args.results)
+    except ValueError as exc:
+        print(f"error: {exc}: 0 points", file=sys.stderr)
         return 2
     run_id = os.environ.get("CRASHLAB_RUN_ID")
     if run_id and results.get("run_id") != run_id:
         print(f"error: {args.results} was not written by this grading run: 0 points", file=sys.stderr)
         return 2
-    test = {**test, "score": score, "max_score": max_score}
-    print(f"{test['name']}: {test['score']:g}/{test['max_score']:g}\n{test['output']}")
-    return 0 if test["score"] >= test["max_score"] else 1
+    print(f"{args.test}: {score:g}/{max_score:g}\n{output}")
+    return 0 if score >= max_score else 1
+
+
+def _read_results(path: Path) -> dict:
+    """A results file's JSON object, or ValueError saying why there is none."""
+    try:
+        results = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"no results file {path} (was the notebook graded?)") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read {path} ({exc.strerror})") from None
+    except ValueError as exc:  # not JSON, or not UTF-8
+        raise ValueError(f"{path} is not a results file (not JSON: {str(exc)[:80]})") from None
+    if not isinstance(results, dict) or not isinstance(results.get("tests"), list):
+        raise ValueError(f"{path} is not a results file (no list of tests)")
+    return results
+
+
+def _test_result(results: dict, name: str, path: str) -> tuple[float, float, str]:
+    """(score, max_score, output) of test ``name``, or ValueError if it is missing or wrong-shaped."""
+    test = next((t for t in results["tests"] if isinstance(t, dict) and t.get("name") == name), None)
+    if test is None:
+        raise ValueError(f"no result for {name!r} in {path}")
+    numbers = [test.get("score"), test.get("max_score")]
+    if not all(isinstance(n, (int, float)) and not isinstance(n, bool) and math.isfinite(n) for n in numbers):
+        raise ValueError(f"{path}: the result for {name!r} has no numeric score and max_score")
+    output = test.get("output", "")
+    if not isinstance(output, str):
+        raise ValueError(f"{path}: the result for {name!r} has an output that is not text")
+    return float(numbers[0]), float(numbers[1]), output
 
 
 def _classroom(args) -> int:
@@ -169,20 +210,23 @@ def _execute(args) -> int:
 
 
 def _demo(args) -> int:
+    check.check_folder_writable(".", "the demo writes crashlab-demo.html here")
+    if Path("crashlab-demo.html").is_dir():
+        raise UsageError("crashlab-demo.html here is a folder: the demo writes its report there; move it")
     from crashlab.demo import run_demo
 
     return run_demo(jobs=args.jobs, json_out=args.json)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="crashlab", description="Durable execution for AI agents: the course's tools.")
+def build_parser() -> Parser:
+    parser = Parser(prog="crashlab", description="Durable execution for AI agents: the course's tools.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     world = sub.add_parser("world", help="start or stop the local world (model server and services)")
     world_sub = world.add_subparsers(dest="action", required=True)
     start = world_sub.add_parser("start", help="start a world on 127.0.0.1")
     start.add_argument("--state", default=".crashlab/world", help="state directory (default %(default)s)")
-    start.add_argument("--port", type=int, default=0, help="port (default: any free one)")
+    start.add_argument("--port", type=check.port, default=0, help="port, 1 to 65535 (default: any free one)")
     start.add_argument("--keep", action="store_true", help="keep the ledgers already in --state")
     start.add_argument("--detach", action="store_true", help="return at once and leave the world running")
     start.set_defaults(func=_world_start)
@@ -192,27 +236,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     audit = sub.add_parser("audit", help="what the world saw for an order")
     audit.add_argument("--state", default=".crashlab/world")
-    audit.add_argument("--order", default=ORDER_ID)
+    audit.add_argument("--order", type=check.order_id, default=ORDER_ID, help="order id (default %(default)s)")
     audit.add_argument("--json", action="store_true")
     audit.set_defaults(func=_audit)
 
     crash = sub.add_parser("crash-test", help="run an agent file through the crash matrix")
-    crash.add_argument("agent", help="the agent file, run as `python AGENT --order ID`")
-    crash.add_argument("--points", default="all", help="'all' or a comma-separated list such as after:charge_card")
-    crash.add_argument("--order", default=ORDER_ID)
+    crash.add_argument("agent", type=check.agent_file, help="the agent file, run as `python AGENT --order ID`")
+    crash.add_argument("--points", type=check.crash_points, default="all",
+                       help=f"'all' or a comma-separated list of {check.CRASH_POINT_FORMS}")
+    crash.add_argument("--order", type=check.order_id, default=ORDER_ID, help="order id (default %(default)s)")
     crash.add_argument("--expect", default="durable", choices=["durable", "no-repeats", "observe"])
-    crash.add_argument("--jobs", type=int, default=2, help="rows run at once (default %(default)s)")
-    crash.add_argument("--timeout", type=float, default=60, help="seconds before a run counts as hung")
-    crash.add_argument("--resumers", type=int, default=1, help="resume processes started at once after a crash")
-    crash.add_argument("--double", type=int, default=0, metavar="N",
+    crash.add_argument("--jobs", type=check.positive_int, default=2, help="rows run at once (default %(default)s)")
+    crash.add_argument("--timeout", type=check.positive_seconds, default=60,
+                       help="seconds before a run counts as hung (default %(default)s)")
+    crash.add_argument("--resumers", type=check.positive_int, default=1,
+                       help="resume processes started at once after a crash (default %(default)s)")
+    crash.add_argument("--double", type=check.double_crashes, default=0, metavar="N",
                        help="also N sampled double crashes (a second crash during the resume)")
-    crash.add_argument("--lost-ack", action="append", default=[], metavar="TOOL",
-                       help="the service commits TOOL's first call and drops the reply (repeatable)")
+    crash.add_argument("--lost-ack", type=check.tool_name, action="append", default=[], metavar="TOOL",
+                       help="the service commits TOOL's first call and drops the reply (repeatable; "
+                            f"TOOL is one of {', '.join(TOOL_ORDER)})")
     crash.add_argument("--launcher", choices=["warm", "exec"], default="warm",
                        help="warm: fork each process from a pre-warmed interpreter; exec: a new interpreter each time")
-    crash.add_argument("--preload", action="append", default=[], metavar="MODULE",
+    crash.add_argument("--preload", type=check.module_name, action="append", default=[], metavar="MODULE",
                        help="extra modules the warm launcher imports before forking (repeatable)")
-    crash.add_argument("--json", help="also write the matrix as JSON to this file")
+    crash.add_argument("--json", type=check.output_file, help="also write the matrix as JSON to this file")
     crash.add_argument("--quiet", action="store_true", help="no progress bar")
     crash.set_defaults(func=_crash_test)
 
@@ -221,16 +269,17 @@ def build_parser() -> argparse.ArgumentParser:
     build.set_defaults(func=_build)
 
     grade = sub.add_parser("grade", help="grade a notebook")
-    grade.add_argument("notebook")
-    grade.add_argument("--json", help="write Gradescope-shaped results here")
-    grade.add_argument("--timeout", type=int, default=120, help="seconds per cell (default %(default)s)")
-    grade.add_argument("--deadline", type=float, default=900, help="seconds for the whole submission (default %(default)s)")
+    grade.add_argument("notebook", type=check.existing_file)
+    grade.add_argument("--json", type=check.output_file, help="write Gradescope-shaped results here")
+    grade.add_argument("--timeout", type=check.positive_int, default=120, help="seconds per cell (default %(default)s)")
+    grade.add_argument("--deadline", type=check.positive_seconds, default=900,
+                       help="seconds for the whole submission (default %(default)s)")
     grade.add_argument("--no-isolate", action="store_true", help="run student code as yourself even when root")
     grade.add_argument("--keep", action="store_true", help="keep the scratch directory")
     grade.set_defaults(func=_grade)
 
     result = sub.add_parser("result", help="exit 0 if one test has full marks in a results file (for CI graders)")
-    result.add_argument("results")
+    result.add_argument("results", help="a results file written by `crashlab grade --json` (missing or wrong: 0 points)")
     result.add_argument("--test", required=True)
     result.set_defaults(func=_result)
 
@@ -238,16 +287,16 @@ def build_parser() -> argparse.ArgumentParser:
     classroom.set_defaults(func=_classroom)
 
     execute = sub.add_parser("execute", help="run master notebooks and save their outputs (authors)")
-    execute.add_argument("notebooks", nargs="+")
-    execute.add_argument("--timeout", type=int, default=600)
+    execute.add_argument("notebooks", type=check.notebook_file, nargs="+")
+    execute.add_argument("--timeout", type=check.positive_int, default=600, help="seconds per cell (default %(default)s)")
     execute.set_defaults(func=_execute)
 
     sub.add_parser("bench", help="the cost of durability: per-step cost of each engine against an fsync floor "
                                  "(options: crashlab bench --help)")
 
     demo = sub.add_parser("demo", help="the course's main job: reference agents through the crash matrix")
-    demo.add_argument("--jobs", type=int, default=2)
-    demo.add_argument("--json", help="also write the matrices as JSON to this file")
+    demo.add_argument("--jobs", type=check.positive_int, default=2, help="rows run at once (default %(default)s)")
+    demo.add_argument("--json", type=check.output_file, help="also write the matrices as JSON to this file")
     demo.set_defaults(func=_demo)
     return parser
 
@@ -261,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 
