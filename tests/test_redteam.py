@@ -300,6 +300,7 @@ def test_a_planted_world_log_link_is_never_written_through(tmp_path):
     victim.write_text("untouched")
     state = tmp_path / "state"
     state.mkdir()
+    (state / ".crashlab-world").write_text("")  # a world's folder, which the world would start in
     (state / "world.log").symlink_to(victim)
     with pytest.raises(OSError):
         World.start(state, fresh=False)

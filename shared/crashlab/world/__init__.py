@@ -12,6 +12,7 @@ import os
 import secrets
 import select
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,12 @@ from crashlab.sandbox import give
 from crashlab.world.ledger import LedgerError
 
 READY_FILE = "world.json"
+# Written by the world into a state folder it takes, so it only ever empties a folder it made its own.
+MARKER = ".crashlab-world"
+# What a world leaves in its folder. A folder holding these and nothing else, its log among them, was made
+# by a world of a version before the marker, and is taken as the world's own.
+_WORLD_FILES = {MARKER, READY_FILE, "world.tmp", "world.log", "ledgers", "agent"}
+KEY_LEASE = 5.0  # seconds an idempotency key stays in flight before a retry may take it over
 
 # Environment variables an agent process reads. The harness and World.env() set them.
 ENV_MODEL_URL = "CRASHLAB_MODEL_URL"
@@ -58,26 +65,42 @@ class World:
         self._stopped = False
         self._token = token
         self._ledger_dir = ledger_dir
+        self._scratch = False  # a folder start() made in the temporary folder, removed by stop()
 
     # --- life cycle -----------------------------------------------------------------------------
     @classmethod
     def start(cls, state_dir: str | os.PathLike | None = None, *, fresh: bool = True, port: int = 0,
-              timeout: float = 15.0, stop_with_parent: bool = True) -> "World":
-        """Start a world in its own process. ``fresh`` wipes ``state_dir`` first.
+              timeout: float = 15.0, stop_with_parent: bool = True, key_lease: float = KEY_LEASE) -> "World":
+        """Start a world in its own process, with its state in ``state_dir``.
+
+        The world deletes nothing it did not create. ``state_dir`` must not exist, be empty, or be a folder
+        a world made (it carries the marker file ``.crashlab-world``); anything else -- a folder of the
+        learner's, a file, a read-only folder -- is refused with a :class:`WorldError` that says what to do.
+
+        ``fresh=True`` empties the world's folder first: a clean world whose audit shows only what comes
+        next. ``fresh=False`` (``crashlab world start --keep``) restarts a world on its own state: the ledgers,
+        armed faults and agents' state of the last world in that folder are kept, as after a real outage of
+        the services. Without ``state_dir`` the world lives in a scratch folder that :meth:`stop` removes.
+
+        ``key_lease``: how long (seconds) an idempotency key stays in flight before a request with that
+        key may take it over, in case the request that held it died with the world (see ``server.py``).
 
         With ``stop_with_parent`` the server exits on its own when this process dies, so a killed
         kernel or test run never leaves a server behind.
         """
-        state_dir = Path(state_dir) if state_dir else Path(tempfile.mkdtemp(prefix="crashlab-world-"))
-        state_dir = state_dir.resolve()
+        if not key_lease > 0:
+            raise WorldError(f"key_lease must be a positive number of seconds, got {key_lease!r}")
+        scratch = not state_dir  # None or "": a scratch folder, as before
+        state_dir = Path(tempfile.mkdtemp(prefix="crashlab-world-") if scratch else state_dir).resolve()
+        _take_folder(state_dir)
         ready = state_dir / READY_FILE
         running = cls._from_ready_file(state_dir) if ready.exists() else None
-        if running is not None:  # checked before wiping: never pull the ledgers from under a live world
+        if running is not None:  # checked before emptying: never pull the ledgers from under a live world
             raise WorldError(f"a world is already running in {state_dir} (pid {running.pid}); "
                              f"use World.attach({str(state_dir)!r}) or stop it first")
-        if fresh and state_dir.exists():
-            shutil.rmtree(state_dir)
-        (state_dir / "agent").mkdir(parents=True, exist_ok=True)
+        if fresh:
+            _empty_folder(state_dir)
+        (state_dir / "agent").mkdir(exist_ok=True)
         ready.unlink(missing_ok=True)
         token = secrets.token_hex(16)
         private = os.environ.get(ENV_PRIVATE_DIR)
@@ -86,7 +109,7 @@ class World:
         else:
             ledgers, ready_arg = state_dir / "ledgers", ["--ready-file", str(ready)]
         cmd = [sys.executable, "-P", "-m", "crashlab.world.server", "--state", str(ledgers), "--port", str(port),
-               *ready_arg]
+               "--key-lease", str(key_lease), *ready_arg]
         if stop_with_parent:
             cmd += ["--parent-pid", str(os.getpid())]
         give(state_dir)  # while grading as root, the agents (the sandbox user) keep their state here
@@ -103,9 +126,13 @@ class World:
             process.kill()
             process.wait()
             tail = (state_dir / "world.log").read_text(errors="replace")[-800:]
+            if scratch:
+                shutil.rmtree(state_dir, ignore_errors=True)
             raise WorldError(f"the world server did not start (exit code {process.returncode}):\n{tail}")
         info = json.loads(line)
-        return cls(state_dir, info["port"], info["pid"], process, token, ledgers)
+        world = cls(state_dir, info["port"], info["pid"], process, token, ledgers)
+        world._scratch = scratch
+        return world
 
     @classmethod
     def attach(cls, state_dir: str | os.PathLike) -> "World":
@@ -134,7 +161,8 @@ class World:
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the server (SIGTERM, then SIGKILL). Safe to call twice: the second call does nothing,
-        so it can never signal a pid the system has since given to another process."""
+        so it can never signal a pid the system has since given to another process. A world started
+        without a folder removes its scratch folder, ledgers included."""
         if self._stopped:
             return
         self._stopped = True
@@ -158,6 +186,8 @@ class World:
             while self.is_alive() and time.monotonic() < deadline:
                 time.sleep(0.05)
         (self.state_dir / READY_FILE).unlink(missing_ok=True)
+        if self._scratch:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
 
     def __enter__(self) -> "World":
         return self
@@ -232,10 +262,57 @@ class World:
 
         if self._token and not self._stopped:
             return Audit.from_json(self._admin("GET", "audit", params={"order_id": order_id}))
+        if self._scratch:
+            raise WorldError("this world ran in a scratch folder, removed when it stopped: audit it before "
+                             "stop(), or give World.start a folder to keep its ledgers")
         return audit(self.ledger_dir, order_id)
 
     def __repr__(self) -> str:
         return f"World(url={self.url!r}, state_dir={str(self.state_dir)!r})"
+
+
+def _take_folder(state_dir: Path) -> None:
+    """Make ``state_dir`` the world's, deleting nothing: create it if need be and write the marker, or
+    refuse (one line, saying what to do) a file, a read-only folder or a folder that is not the world's."""
+    try:
+        if state_dir.exists() and not state_dir.is_dir():
+            raise WorldError(f"{state_dir} is a file: name a new or empty folder for the world's state")
+        state_dir.mkdir(parents=True, exist_ok=True)
+        entries = {entry.name for entry in os.scandir(state_dir)}
+        if entries and not _made_by_a_world(state_dir, entries):
+            raise WorldError(f"{state_dir} is not empty and was not made by a world, which never deletes what it "
+                             f"did not create: name a new or empty folder for its state, such as .crashlab/world")
+        # Root may write anywhere: a folder with no write bit at all is read-only on purpose, for root too.
+        if not os.access(state_dir, os.W_OK) or not state_dir.stat().st_mode & 0o222:
+            raise WorldError(f"{state_dir} is read-only: name a folder the world can write to")
+        fd = os.open(state_dir / MARKER, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w") as marker:
+            marker.write("This folder belongs to a crashlab world, which empties it when it starts afresh.\n")
+    except OSError as exc:
+        raise WorldError(f"cannot use {state_dir} for the world's state ({exc.strerror or exc}): "
+                         f"name a new or empty folder the world can write to") from None
+
+
+def _made_by_a_world(state_dir: Path, entries: set[str]) -> bool:
+    if MARKER in entries:
+        return stat.S_ISREG(os.lstat(state_dir / MARKER).st_mode)
+    return ("world.log" in entries and entries <= _WORLD_FILES
+            and stat.S_ISREG(os.lstat(state_dir / "world.log").st_mode))
+
+
+def _empty_folder(state_dir: Path) -> None:
+    """Delete everything in the world's own folder but its marker (symlinks are removed, not followed)."""
+    try:
+        for entry in os.scandir(state_dir):
+            if entry.name == MARKER:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+    except OSError as exc:
+        raise WorldError(f"cannot empty the world's folder {state_dir} ({exc.strerror or exc}): "
+                         f"remove it, or start the world in a new folder") from None
 
 
 def _read_line(stream, timeout: float) -> bytes:
@@ -254,4 +331,4 @@ def _read_line(stream, timeout: float) -> bytes:
     return data
 
 
-__all__ = ["World", "WorldError", "LedgerError", "ENV_MODEL_URL", "ENV_SERVICES_URL", "ENV_STATE_DIR", "ENV_PRIVATE_DIR"]
+__all__ = ["World", "WorldError", "KEY_LEASE", "LedgerError", "ENV_MODEL_URL", "ENV_SERVICES_URL", "ENV_STATE_DIR", "ENV_PRIVATE_DIR"]

@@ -7,7 +7,9 @@ outside the agent process, so nothing an agent does in its own memory can hide a
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
+import time
 from pathlib import Path
 
 # One ledger file per service, named for what it holds.
@@ -32,9 +34,13 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     state       TEXT NOT NULL,          -- 'in_flight' or 'done'
     status      INTEGER,
     response    TEXT,
-    at          REAL NOT NULL
+    at          REAL NOT NULL,
+    owner       TEXT,                   -- the request holding the key while it is in flight
+    lease_until REAL                    -- after this, a request with the key may take it over
 );
 """
+# Columns added to a table after its first release; a world restarted on older ledgers adds them.
+_ADDED_COLUMNS = {"idempotency_keys": {"owner": "TEXT", "lease_until": "REAL"}}
 
 _MODEL_SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -95,10 +101,71 @@ def with_schema(path: Path, schema: str) -> None:
     conn = connect(path)
     try:
         conn.executescript(schema)
+        for table, columns in _ADDED_COLUMNS.items():
+            have = {row["name"] for row in conn.execute(f"PRAGMA table_info({table})")}
+            for name, kind in columns.items():
+                if have and name not in have:
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
     except sqlite3.DatabaseError as exc:
         raise LedgerError(f"ledger {path} is not a readable SQLite database ({exc})") from None
     finally:
         conn.close()
+
+
+# --- the idempotency store ---------------------------------------------------------------------------
+# Stripe's semantics, crash-consistent. A request claims its key for a lease, in its own transaction, so
+# that a second request with the key sees it in flight (409). The effect and the key's completion then
+# commit together, and only while the claim is still this request's. A claim is the only thing that can
+# outlive a crash of the world; once its lease has run out, the next request with the key takes it over.
+# A request slower than its lease may lose its key the same way: it then commits nothing and answers
+# with what the key holds, so a key never has two effects.
+
+def claim_key(conn: sqlite3.Connection, key: str, params_hash: str, lease: float) -> str | sqlite3.Row:
+    """Claim ``key`` for this request: its owner token, or (key in flight, done, or used with other
+    parameters) the key's row to answer from."""
+    now = time.time()
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        row = conn.execute("SELECT * FROM idempotency_keys WHERE key = ?", (key,)).fetchone()
+        lapsed = (row is not None and row["state"] == "in_flight" and row["params_hash"] == params_hash
+                  and (row["lease_until"] or 0) <= now)
+        if row is not None and not lapsed:
+            conn.execute("COMMIT")
+            return row
+        owner = secrets.token_hex(8)
+        conn.execute("INSERT INTO idempotency_keys(key, params_hash, state, owner, lease_until, at)"
+                     " VALUES (?, ?, 'in_flight', ?, ?, ?) ON CONFLICT(key) DO UPDATE"
+                     " SET owner = excluded.owner, lease_until = excluded.lease_until",
+                     (key, params_hash, owner, now + lease, now))
+        conn.execute("COMMIT")
+        return owner
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def record_effect(conn: sqlite3.Connection, effect: dict, response: str, owner: str | None) -> sqlite3.Row | None:
+    """Insert ``effect`` and, with a key, complete the key with ``response``: one transaction. If the key
+    is no longer ``owner``'s, nothing is written and the key's row is returned to answer from."""
+    key = effect["idempotency_key"]
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if key is not None:
+            row = conn.execute("SELECT * FROM idempotency_keys WHERE key = ?", (key,)).fetchone()
+            if row["owner"] != owner or row["state"] != "in_flight":
+                conn.execute("ROLLBACK")
+                return row
+            conn.execute("UPDATE idempotency_keys SET state = 'done', status = 200, response = ?, lease_until = NULL"
+                         " WHERE key = ?", (response, key))
+        conn.execute(f"INSERT INTO effects({', '.join(effect)}) VALUES ({', '.join('?' * len(effect))})",
+                     tuple(effect.values()))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return None
 
 
 def canonical_json(value) -> str:

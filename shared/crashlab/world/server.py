@@ -9,6 +9,11 @@ Services follow Stripe's published ``Idempotency-Key`` semantics:
 - same key, same parameters: the first response is replayed (header ``Idempotent-Replayed: true``);
 - same key, other parameters: 400 ``idempotency_error``;
 - same key while the first request with it is still in flight: 409 ``idempotency_key_in_use``.
+
+A key is claimed for a lease (``--key-lease``, a few seconds) before the effect; the effect and the key's
+completion then commit in one transaction, and only if the claim is still this request's (see
+:func:`crashlab.world.ledger.claim_key`). So a world killed between the two leaves no effect and a key
+that a retry takes over once the lease has run out, and however slow a request is, a key has one effect.
 """
 
 from __future__ import annotations
@@ -248,36 +253,24 @@ class WorldHandler(BaseHTTPRequestHandler):
         params_hash = hashlib.sha256(f"{path} {params_json}".encode()).hexdigest()
         conn = ledger.connect(self.state_dir / ledger.SERVICE_LEDGERS[ledger_name])
         try:
+            owner = None
             if key is not None:
-                conn.execute("BEGIN IMMEDIATE")
-                row = conn.execute("SELECT * FROM idempotency_keys WHERE key = ?", (key,)).fetchone()
-                if row is None:
-                    conn.execute("INSERT INTO idempotency_keys(key, params_hash, state, at) VALUES (?, ?, 'in_flight', ?)",
-                                 (key, params_hash, time.time()))
-                conn.execute("COMMIT")
-                if row is not None:
-                    status, body, headers = self._replay(row, params_hash, key)
-                    if status == 200 and self._crash("after", tool):
-                        return
-                    if status == 200 and faults.take(f"lost_ack:{tool}") is not None:
-                        self.close_connection = True  # the replayed reply is lost too
-                        return
-                    self._send(status, body, headers)
+                claim = ledger.claim_key(conn, key, params_hash, self.server.key_lease)  # type: ignore[attr-defined]
+                if not isinstance(claim, str):  # the key was seen before: answer from its row
+                    self._answer_seen_key(claim, params_hash, key, tool)
                     return
+                owner = claim
             delay = faults.take(f"latency:{tool}")
             if delay:
                 time.sleep(float(delay))
             effect_id = prefix + secrets.token_hex(8)
             response = {"id": effect_id, "object": kind, **params, "status": "succeeded"}
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute(
-                "INSERT INTO effects(id, kind, order_id, params, idempotency_key, pid, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (effect_id, kind, params["order_id"], params_json, key, self._pid(), time.time()),
-            )
-            if key is not None:
-                conn.execute("UPDATE idempotency_keys SET state = 'done', status = 200, response = ? WHERE key = ?",
-                             (json.dumps(response), key))
-            conn.execute("COMMIT")
+            effect = {"id": effect_id, "kind": kind, "order_id": params["order_id"], "params": params_json,
+                      "idempotency_key": key, "pid": self._pid(), "at": time.time()}
+            taken = ledger.record_effect(conn, effect, json.dumps(response), owner)
+            if taken is not None:  # our lease ran out and another request took the key: no second effect
+                self._answer_seen_key(taken, params_hash, key, tool)
+                return
         finally:
             conn.close()
         if self._crash("after", tool):
@@ -287,6 +280,15 @@ class WorldHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         self._send(200, response)
+
+    def _answer_seen_key(self, row: sqlite3.Row, params_hash: str, key: str, tool: str) -> None:
+        status, body, headers = self._replay(row, params_hash, key)
+        if status == 200 and self._crash("after", tool):
+            return
+        if status == 200 and self.server.faults.take(f"lost_ack:{tool}") is not None:  # type: ignore[attr-defined]
+            self.close_connection = True  # the replayed reply is lost too
+            return
+        self._send(status, body, headers)
 
     @staticmethod
     def _replay(row: sqlite3.Row, params_hash: str, key: str) -> tuple[int, dict, dict]:
@@ -334,13 +336,15 @@ def _watch_parent(parent_pid: int, server: ThreadingHTTPServer) -> None:
             pass
 
 
-def serve(state_dir: Path, port: int = 0, ready_file: Path | None = None, parent_pid: int | None = None) -> None:
+def serve(state_dir: Path, port: int = 0, ready_file: Path | None = None, parent_pid: int | None = None,
+          key_lease: float = 5.0) -> None:
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     ledger.create_all(state_dir)
     server = ThreadingHTTPServer(("127.0.0.1", port), WorldHandler)
     server.daemon_threads = True
     server.state_dir = state_dir  # type: ignore[attr-defined]
     server.faults = Faults(state_dir)  # type: ignore[attr-defined]
+    server.key_lease = key_lease  # type: ignore[attr-defined]
     server.token = os.environ.pop(ENV_TOKEN, "")  # type: ignore[attr-defined]
     protected = {os.getpgid(0)}
     if parent_pid:
@@ -372,9 +376,11 @@ def main(argv=None) -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--ready-file", type=Path)
     parser.add_argument("--parent-pid", type=int)
+    parser.add_argument("--key-lease", type=float, default=5.0,
+                        help="seconds an idempotency key stays in flight before a retry may take it over")
     args = parser.parse_args(argv)
     try:
-        serve(args.state.resolve(), args.port, args.ready_file, args.parent_pid)
+        serve(args.state.resolve(), args.port, args.ready_file, args.parent_pid, args.key_lease)
     except KeyboardInterrupt:
         pass
     except OSError as exc:
