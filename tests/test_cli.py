@@ -67,6 +67,7 @@ BAD_INPUTS = [
     bad("port-too-big", ["world", "start", "--state", "st", "--port", "70000"]),
     bad("port-0", ["world", "start", "--state", "st", "--port", "0"]),
     bad("port-negative", ["world", "start", "--state", "st", "--port", "-1"]),
+    bad("key-lease-0", ["world", "start", "--state", "st", "--key-lease", "0"]),
     bad("port-in-use", ["world", "start", "--state", "st", "--port", "{port}"]),
     bad("audit-order-empty", ["audit", "--order", ""]),
     # grade

@@ -20,7 +20,8 @@ def _world_start(args) -> int:
     from crashlab.world import World, WorldError
 
     try:
-        world = World.start(args.state, fresh=not args.keep, port=args.port, stop_with_parent=not args.detach)
+        lease = {} if args.key_lease is None else {"key_lease": args.key_lease}
+        world = World.start(args.state, fresh=not args.keep, port=args.port, stop_with_parent=not args.detach, **lease)
     except WorldError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -227,7 +228,11 @@ def build_parser() -> Parser:
     start = world_sub.add_parser("start", help="start a world on 127.0.0.1")
     start.add_argument("--state", default=".crashlab/world", help="state directory (default %(default)s)")
     start.add_argument("--port", type=check.port, default=0, help="port, 1 to 65535 (default: any free one)")
-    start.add_argument("--keep", action="store_true", help="keep the ledgers already in --state")
+    start.add_argument("--keep", action="store_true",
+                       help="restart the world on its own state in --state: ledgers, armed faults and agents' state kept")
+    start.add_argument("--key-lease", type=check.positive_seconds, default=None,
+                       help="seconds an idempotency key stays claimed by a request that never completes "
+                            "(a world killed mid-request) before another request may take it over (default 5)")
     start.add_argument("--detach", action="store_true", help="return at once and leave the world running")
     start.set_defaults(func=_world_start)
     stop = world_sub.add_parser("stop", help="stop a world started with --detach")
