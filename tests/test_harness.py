@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -16,11 +19,13 @@ import pytest
 from crashlab.audit import Audit
 from crashlab.harness import (BASELINE, EXPECTATIONS, Matrix, ProcessRun, Row, crash_row, crash_test, judge,
                               resolve_points)
+from crashlab.launcher import LauncherError
 from crashlab.order import ORDER_ID, default_points
 
 AGENTS = Path(__file__).parent / "agents"
 NAIVE = AGENTS / "naive_agent.py"
 HANG = AGENTS / "hang_agent.py"
+HANG_WITH_CHILDREN = AGENTS / "hang_with_children_agent.py"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -145,6 +150,28 @@ def test_an_agent_that_hangs_on_resume_is_killed_and_reported(tmp_path):
     assert not row.finished
 
 
+def test_a_hung_agent_whose_children_hold_its_pipes_is_killed_with_them(tmp_path):
+    """With the exec launcher the harness reads the agent's pipes. Its children -- one in its group, one in
+    a session of its own, one a daemon -- hold them too, and a fourth has left its group without them; the
+    row must still end within a bound, report the hang, and leave none of them running."""
+    pid_file = tmp_path / "pids"
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(crash_row, HANG_WITH_CHILDREN, "before:model#1", launcher="exec", timeout=5,
+                             workdir=tmp_path, extra_env={"HANG_CHILD_PIDS": str(pid_file)})
+        try:
+            row = future.result(timeout=40)
+        finally:
+            children = [int(pid) for pid in pid_file.read_text().split()] if pid_file.exists() else []
+            left = [pid for pid in children if pid_running(pid)]
+            for pid in left:  # a failing run must not keep the test run waiting too
+                os.kill(pid, signal.SIGKILL)
+    [run] = row.runs
+    assert len(children) == 4 and left == []
+    assert run.timed_out and run.returncode == -9 and run.seconds < 15
+    assert "started four sleepers" in run.stdout  # what it wrote is still collected
+    assert row.problems == ["before:model#1: crash point never reached (the agent hung before reaching it)"]
+
+
 def test_crash_rows_remove_their_worlds_unless_kept(naive_row):
     naive_row("after:model#2")
     assert list(naive_row.workdir.iterdir()) == []
@@ -160,6 +187,21 @@ def test_small_crash_test(tmp_path):
     assert row.reached and row.runs[0].killed and row.repeated_model_calls == 1
     assert matrix.ok and matrix.problems() == []
     assert matrix.row("after:model#1") is row
+
+
+def test_a_crash_test_leaves_nothing_in_the_temporary_folder(tmp_path, monkeypatch):
+    """Its rows, its worlds and the warm launcher's output folders are all made in the temporary folder;
+    all of them go when the run ends, and when it fails (here: a preload that cannot be imported)."""
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setenv("TMPDIR", str(private))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    matrix = crash_test(NAIVE, "after:model#1", jobs=2, progress=False)
+    assert matrix.ok, matrix.problems()
+    assert list(private.iterdir()) == []
+    with pytest.raises(LauncherError, match="crashlab_no_such_module"):
+        crash_test(NAIVE, "after:model#1", progress=False, preload=("crashlab_no_such_module",))
+    assert list(private.iterdir()) == []
 
 
 def test_crash_test_rejects_a_missing_agent_and_a_bad_expectation(tmp_path):

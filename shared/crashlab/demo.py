@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import nbformat
 
 from crashlab.grading.notebooks import repo_root, written_files
 from crashlab.harness import crash_test
+from crashlab.scratch import scratch_dir
 
 
 def reference_agents(solutions: Path) -> list[tuple[Path, dict]]:
@@ -37,11 +37,11 @@ def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, soluti
     agents = reference_agents(solutions)
     if not agents:
         raise FileNotFoundError(f"no reference agents found in {solutions}")
-    with tempfile.TemporaryDirectory(prefix="crashlab-demo-") as scratch, Needs(Path(scratch) / "servers") as needs:
+    with scratch_dir("crashlab-demo-") as scratch, Needs(scratch / "servers") as needs:
         for master, spec in agents:
             if only_durable and spec.get("expect") == "observe":
                 continue
-            folder = Path(scratch) / master.stem
+            folder = scratch / master.stem
             folder.mkdir(exist_ok=True)
             for name, source in written_files(nbformat.read(master, as_version=4)).items():
                 (folder / name).write_text(source)

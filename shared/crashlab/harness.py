@@ -5,13 +5,17 @@ For each crash point the harness starts a fresh world, arms the crash point *in 
 group when it sees the request for that point. It then runs the same command again as a brand-new
 process and audits the world's ledgers. Whether a point was reached is what the world saw; a crash
 point that was never reached is a failure, not a pass.
+
+Whatever an agent does, a row ends: every kill takes the agent's process group and everything it
+started (:mod:`crashlab.processes`), no wait is without a timeout, and every scratch folder the
+harness made is removed when its run ends, also on an error or Ctrl-C (:mod:`crashlab.scratch`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,9 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crashlab.audit import Audit, Event
-from crashlab import sandbox as sandboxes
+from crashlab import processes, sandbox as sandboxes
 from crashlab.launcher import WarmLauncher
 from crashlab.order import ORDER_ID, TOOL_ORDER, default_points
+from crashlab.scratch import remove_scratch
 from crashlab.world import World
 
 # What a correct agent must show at each crash point, by name.
@@ -101,8 +106,8 @@ def run_python(args: list[str], env: dict | None = None, timeout: float = 60.0,
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(process.pid)
-        stdout, stderr = process.communicate()
+        processes.kill_tree(process.pid)
+        stdout, stderr = processes.collect(process)
     return subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
 
 
@@ -142,26 +147,25 @@ class _Running:
         world: once it reports the armed point reached, make sure the process group is dead."""
         timed_out, crashed = False, None
         deadline = self.started + timeout
-        while self.process.poll() is None:
-            if time.time() > deadline:
-                timed_out = True
-                break
-            if crash_world is not None and crashed is None:
-                crashed = crash_world.crash_reached()
-                if crashed:
+        try:
+            while self.process.poll() is None:
+                if time.time() > deadline:
+                    timed_out = True
                     break
-            self._wait(0.05 if crash_world is not None else min(0.5, max(0.01, deadline - time.time())))
-        if self.process.poll() is None:
-            _kill_group(self.process.pid)
-        self._wait(30)
+                if crash_world is not None and crashed is None:
+                    crashed = crash_world.crash_reached()
+                    if crashed:
+                        break
+                self._wait(0.05 if crash_world is not None else min(0.5, max(0.01, deadline - time.time())))
+        finally:  # also on an error or Ctrl-C: nothing is left running, and every wait below is bounded
+            if self.process.poll() is None:
+                self.kill()
+            self._wait(30)
+            stdout, stderr = self._output()
+        ended = time.time()
         if crash_world is not None and crashed is None:
             crashed = crash_world.crash_reached()
-        if isinstance(self.process, subprocess.Popen):
-            stdout, stderr = self.process.communicate()
-        else:
-            stdout, stderr = self.process.output()
-            shutil.rmtree(self.output_dir, ignore_errors=True)
-        return ProcessRun(self.process.pid, self.process.returncode, self.started, time.time(), stdout, stderr,
+        return ProcessRun(self.process.pid, self.process.returncode, self.started, ended, stdout, stderr,
                           timed_out, crashed["point"] if crashed else None)
 
     def running(self) -> bool:
@@ -169,8 +173,10 @@ class _Running:
         return self.process.poll() is None
 
     def kill(self) -> None:
-        """SIGKILL the process and its whole group now: a crash from outside, at a moment you choose."""
-        _kill_group(self.process.pid)
+        """SIGKILL the process and its whole group now, and every process below it even in a group of its
+        own: a crash from outside, at a moment you choose."""
+        if self.process.returncode is None:  # never signal an id the system may have given to another process
+            processes.kill_tree(self.process.pid)
 
     def _wait(self, seconds: float) -> None:
         try:
@@ -178,31 +184,40 @@ class _Running:
         except subprocess.TimeoutExpired:
             pass
 
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)  # every agent runs in a process group of its own
-    except (ProcessLookupError, PermissionError):
-        pass
+    def _output(self) -> tuple[str, str]:
+        """What the process wrote, read within a bounded time; its scratch folder is removed."""
+        if isinstance(self.process, subprocess.Popen):
+            return processes.collect(self.process)
+        try:
+            return self.process.output()
+        finally:
+            remove_scratch(self.output_dir)
 
 
 def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, extra_env: dict | None = None,
-                launcher: WarmLauncher | None = None, args: list[str] | None = None) -> _Running:
+                launcher: "WarmLauncher | str | None" = None, args: list[str] | None = None) -> _Running:
     """Start one agent process in a process group of its own (as the sandbox user while grading).
+    ``launcher``: a :class:`~crashlab.launcher.WarmLauncher`, or None (or ``"exec"``) for a new interpreter.
     ``args`` replaces the default command line ``--order ORDER_ID``."""
     agent = Path(agent).resolve()
     argv = [str(a) for a in args] if args is not None else ["--order", order_id]
     env = sandboxes.child_env(world.env(**(extra_env or {})))
     started = time.time()
-    if launcher is None:
+    if isinstance(launcher, str) and launcher != "exec":
+        raise ValueError("launcher must be a WarmLauncher, 'exec' or None here")
+    if launcher is None or launcher == "exec":
         process = subprocess.Popen([sys.executable, str(agent), *argv], cwd=agent.parent, env=env,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
                                    start_new_session=True, preexec_fn=sandboxes.preexec())
         return _Running(process, started, None)
-    output_dir = Path(tempfile.mkdtemp(prefix="agent-output-"))
-    sandboxes.give(output_dir)
-    process = launcher.spawn([str(agent), *argv], agent.parent, env, output_dir / "stdout",
-                             output_dir / "stderr")
+    output_dir = Path(tempfile.mkdtemp(prefix="agent-output-"))  # removed by _Running.finish()
+    try:
+        sandboxes.give(output_dir)
+        process = launcher.spawn([str(agent), *argv], agent.parent, env, output_dir / "stdout",
+                                 output_dir / "stderr")
+    except BaseException:
+        remove_scratch(output_dir)
+        raise
     return _Running(process, started, output_dir)
 
 
@@ -237,12 +252,14 @@ def judge(point: str, audit: Audit, reached: bool, last: ProcessRun | None, expe
 def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect: str = "durable",
               workdir: Path | None = None, timeout: float = 60.0, keep: bool = False, resumers: int = 1,
               then_crash_at: str | None = None, faults: list[tuple] | None = None, extra_env: dict | None = None,
-              launcher: WarmLauncher | None = None) -> Row:
+              launcher: "WarmLauncher | str | None" = None) -> Row:
     """One row of the matrix: a fresh world, a crash at ``point`` (or none for the baseline), a resume.
 
     - ``resumers``: how many resume processes start at once after the crash (they race);
     - ``then_crash_at``: a second crash point for the first resume (a double crash), then a clean resume;
-    - ``faults``: ``(name, times, arg)`` faults armed in the world first, e.g. ``("lost_ack:charge_card", 1, None)``.
+    - ``faults``: ``(name, times, arg)`` faults armed in the world first, e.g. ``("lost_ack:charge_card", 1, None)``;
+    - ``launcher``: a running :class:`~crashlab.launcher.WarmLauncher`, or None (or ``"exec"``) for a new
+      interpreter per process.
     """
     base = Path(tempfile.mkdtemp(prefix="row-", dir=workdir))
     try:
@@ -251,7 +268,7 @@ def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect
                               extra_env, launcher)
     finally:
         if not keep:
-            shutil.rmtree(base, ignore_errors=True)
+            remove_scratch(base)
 
 
 def _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_crash_at, faults, extra_env,
@@ -285,9 +302,7 @@ def _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_cra
         last = runs[-1] if runs else None
         if reached:
             count = 1 if point == BASELINE else max(1, resumers)  # the baseline is one clean run
-            started = [start_agent(agent, world, order_id, extra_env=extra_env, launcher=launcher)
-                       for _ in range(count)]
-            resumes = [r.finish(timeout) for r in started]
+            resumes = _resume(agent, world, order_id, count, timeout, extra_env, launcher)
             sandboxes.kill_crashed()  # nothing left running that could change the world under the audit
             runs += resumes
             finished_ok = [r for r in resumes if r.returncode == 0]
@@ -299,6 +314,22 @@ def _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_cra
                    audit.finished and (last is None or last.returncode == 0), recovery, problems, runs, audit.events)
     finally:
         world.stop()
+
+
+def _resume(agent, world, order_id, count, timeout, extra_env, launcher) -> list[ProcessRun]:
+    """Start ``count`` resume processes at once and wait for them all. If one cannot be started or waited
+    for, the others are killed and waited for before the error goes on: none is left running."""
+    started: list[_Running] = []
+    try:
+        for _ in range(count):
+            started.append(start_agent(agent, world, order_id, extra_env=extra_env, launcher=launcher))
+        return [running.finish(timeout) for running in started]
+    except BaseException:
+        for running in started:
+            running.kill()
+            with contextlib.suppress(Exception):
+                running.finish(0)
+        raise
 
 
 def double_crash_pairs(sample: int | None = 6) -> list[tuple[str, str]]:
@@ -413,27 +444,33 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
     started = time.time()
     own_dir = workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="crashlab-matrix-")) if own_dir else Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    if own_dir:
-        os.chmod(workdir, 0o711)  # agents (the sandbox user, while grading) reach their own rows, list nothing
-    warm = shared or (WarmLauncher(preload) if launcher == "warm" else None)
-    try:
+    warm = None
+    try:  # from here on, the scratch folder is removed however the run ends (a launcher that fails, Ctrl-C)
+        workdir.mkdir(parents=True, exist_ok=True)
+        if own_dir:
+            os.chmod(workdir, 0o711)  # agents (the sandbox user, while grading) reach their own rows, list nothing
+        warm = shared or (WarmLauncher(preload) if launcher == "warm" else None)
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = [pool.submit(crash_row, agent, p, order_id, expect=expect, workdir=workdir, timeout=timeout,
                                    resumers=resumers, then_crash_at=second, faults=faults, extra_env=extra_env,
                                    launcher=warm) for p, second in todo]
-            if progress:
-                from tqdm import tqdm
+            try:
+                if progress:
+                    from tqdm import tqdm
 
-                for future in tqdm(futures, desc=f"crash matrix: {agent.name}", unit="point", file=sys.stderr,
-                                   dynamic_ncols=True):
-                    future.result()
-            rows = [f.result() for f in futures]
+                    for future in tqdm(futures, desc=f"crash matrix: {agent.name}", unit="point", file=sys.stderr,
+                                       dynamic_ncols=True):
+                        future.result()
+                rows = [f.result() for f in futures]
+            except BaseException:
+                for future in futures:  # rows not started yet never start; those running end within their timeout
+                    future.cancel()
+                raise
     finally:
         if warm is not None and shared is None:
             warm.close()
         if own_dir:
-            shutil.rmtree(workdir, ignore_errors=True)
+            remove_scratch(workdir)
     return Matrix(str(agent), order_id, expect, rows, time.time() - started, resumers=resumers,
                   launcher="warm" if shared else launcher)
 

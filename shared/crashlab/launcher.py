@@ -58,10 +58,12 @@ class WarmProcess:
         return self.returncode
 
     def kill(self) -> None:
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        """SIGKILL the child's whole process group (it leads one), not just the child."""
+        if self.returncode is None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def output(self) -> tuple[str, str]:
         return _read_own_file(self._stdout), _read_own_file(self._stderr)
@@ -158,8 +160,8 @@ class WarmLauncher:
         try:
             self._process.wait(10)
         except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+            _kill_group(self._process.pid)
+            self._process.wait(10)
 
     def __enter__(self) -> "WarmLauncher":
         return self
@@ -268,10 +270,17 @@ def serve(req_fd: int, rep_fd: int, preload: list[str]) -> None:
                 break
             children.discard(pid)
             send({"exited": pid, "code": os.waitstatus_to_exitcode(status)})
-    for pid in children:  # the harness went away: take the children with us
+    for pid in children:  # the harness went away: take the children, and their process groups, with us
+        _kill_group(pid)
+
+
+def _kill_group(pid: int) -> None:
+    """SIGKILL ``pid`` and the process group it leads (each child, and the launcher, leads one of its own; a
+    child just forked may not have made its group yet). Only for a child not yet reaped: its pid is still its own."""
+    for kill in (os.kill, os.killpg):
         try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
             pass
 
 

@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
+from crashlab.scratch import remove_scratch
+
 ENV_POSTGRES_URL = "CRASHLAB_POSTGRES_URL"
 SERVICE_USER = "postgres"
 _TOOLS = ("initdb", "pg_ctl", "postgres")
@@ -149,12 +151,12 @@ def throwaway_postgres(base_dir: str | os.PathLike) -> Iterator[str]:
         root = Path(tempfile.mkdtemp(prefix="crashlab-pg-", dir=base_dir))
     data = root / "data"
     log = root / "server.log"
-    if user:
-        os.chmod(root, 0o755)
-        entry = pwd.getpwnam(user)
-        os.chown(root, entry.pw_uid, entry.pw_gid)
     started = False
     try:
+        if user:
+            os.chmod(root, 0o755)
+            entry = pwd.getpwnam(user)
+            os.chown(root, entry.pw_uid, entry.pw_gid)
         init = _run(prefix, [str(folder / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres",
                              "-E", "UTF8", "--no-sync", "--no-instructions"])
         if init.returncode != 0:
@@ -179,7 +181,7 @@ def throwaway_postgres(base_dir: str | os.PathLike) -> Iterator[str]:
     finally:
         if started:
             _run(prefix, [str(folder / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"], timeout=30)
-        shutil.rmtree(root, ignore_errors=True)
+        remove_scratch(root)
 
 
 

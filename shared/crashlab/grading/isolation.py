@@ -6,7 +6,6 @@ The notebook run here only produces the student's files; nothing in it awards a 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -17,6 +16,7 @@ import nbformat
 
 from crashlab.grading.notebooks import lesson_of
 from crashlab.grading.report import GradingError
+from crashlab.scratch import remove_scratch
 
 
 def write_new_file(path: Path, text: str) -> None:
@@ -68,16 +68,24 @@ class Isolation:
             sandboxes.become_subreaper()
             self._already_running = set(sandboxes.descendants(os.getpid()))  # ours, not the submission's
         (workdir / "home").mkdir(exist_ok=True)
+        # The submission's temporary folder, inside its own: a matrix it runs when it is killed at the deadline
+        # leaves its scratch folders there, and they go with the submission's folder.
+        (workdir / "home" / "tmp").mkdir(exist_ok=True)
+        os.chmod(workdir / "home" / "tmp", 0o1777)  # like /tmp: crash users (one group) make folders there too
         self.private = Path(tempfile.mkdtemp(prefix="crashlab-private-"))  # the worlds' ledgers: ours alone
-        os.chmod(self.private, 0o700)
-        if self.sandbox is not None:
-            self.sandbox.own(workdir)
-            os.chmod(workdir, 0o770)  # this submission's folder: its sandbox user and crash users (one group) only
-            probe = self.popen([sys.executable, "-c", "pass"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            if probe.wait(60) != 0:
-                self.close()
-                raise GradingError(f"the sandbox user cannot run {sys.executable} (is a folder above it private, such as "
-                                   "/root? `make setup` as root makes it traversable) -- or grade with --no-isolate")
+        try:
+            os.chmod(self.private, 0o700)
+            if self.sandbox is not None:
+                self.sandbox.own(workdir)
+                os.chmod(workdir, 0o770)  # this submission's folder: its sandbox user and crash users (one group) only
+                probe = self.popen([sys.executable, "-c", "pass"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                if probe.wait(60) != 0:
+                    raise GradingError(f"the sandbox user cannot run {sys.executable} (is a folder above it private, "
+                                       "such as /root? `make setup` as root makes it traversable) -- or grade with "
+                                       "--no-isolate")
+        except BaseException:
+            self.close()  # the sandbox slot and the private folder are not left behind
+            raise
 
     def give_lesson_files(self, lessons: list[str], solutions: Path) -> None:
         """A lesson that runs earlier lessons' reference agents gets just those files, not the masters."""
@@ -109,6 +117,7 @@ class Isolation:
             env["CRASHLAB_LESSON_FILES"] = str(self.lesson_files)
         if not trusted:
             env.pop("CRASHLAB_PRIVATE_DIR")
+            env["TMPDIR"] = str(self.workdir / "home" / "tmp")
         if self.sandbox is not None:
             env = self.sandbox.env(env)
         return env
@@ -139,7 +148,7 @@ class Isolation:
             self.slot.close()
         else:
             sandboxes.become_subreaper(False)
-        shutil.rmtree(self.private, ignore_errors=True)
+        remove_scratch(self.private)
 
 
 NOT_RUN_WHILE_GRADING = "# not run while grading: no point depends on this cell (see the README, How grading works)"

@@ -1,0 +1,107 @@
+"""Ending agent processes for certain: whole process groups, and waits that always end.
+
+An agent can start processes of its own. Killing only the agent's pid leaves them running. Killing
+its process group misses any that moved to a session of their own. And while any of them still holds
+the agent's stdout or stderr pipe, reading that pipe to its end waits as long as they live, which
+hangs a crash test for ever. So the harness kills the group, then every process below the agent,
+then whatever still holds the pipes, and it never waits without a timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+from crashlab.sandbox import descendants
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group that ``pid`` leads (every agent runs in a group of its own).
+
+    Call it only while ``pid`` has not been reaped (alive, or a zombie not yet waited for): until then the
+    system cannot have given the id to another process."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_groups_of(pids) -> None:
+    """SIGKILL each process's whole group; a process in our own group is killed alone."""
+    own = os.getpgrp()
+    for pid in pids:
+        try:
+            group = os.getpgid(pid)
+            if group in (own, 0, 1):
+                os.kill(pid, signal.SIGKILL)
+            else:
+                os.killpg(group, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL the group ``pid`` leads and the group of every process below it, even one that moved to a
+    session of its own. The processes below are listed first, while they are still ``pid``'s children."""
+    below = descendants(pid)
+    kill_group(pid)
+    kill_groups_of(below)
+
+
+def pipe_holders(process: subprocess.Popen) -> set[int]:
+    """The processes other than this one that still hold ``process``'s stdout or stderr pipe."""
+    wanted = set()
+    for pipe in (process.stdout, process.stderr):
+        if pipe is not None and not pipe.closed:
+            wanted.add(f"pipe:[{os.fstat(pipe.fileno()).st_ino}]")
+    found = set()
+    for entry in os.listdir("/proc") if wanted else ():
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{entry}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{entry}/fd/{fd}") in wanted:
+                    found.add(int(entry))
+                    break
+            except OSError:
+                continue
+    return found
+
+
+def collect(process: subprocess.Popen, grace: float = 2.0) -> tuple[str, str]:
+    """``process.communicate()`` for a process that has been killed or has exited, bounded in time.
+
+    If the pipes are still open after ``grace`` seconds, something the agent started holds them: it is
+    killed with its group, and the pipes are read for another ``grace`` seconds. If even that is not
+    enough, what was read so far is returned, with a note on stderr, and the pipes are closed."""
+    try:
+        return process.communicate(timeout=grace)
+    except subprocess.TimeoutExpired:
+        kill_groups_of(pipe_holders(process))
+    try:
+        return process.communicate(timeout=grace)
+    except subprocess.TimeoutExpired as exc:
+        stdout, stderr = (_text(exc.output), _text(exc.stderr))
+    for pipe in (process.stdout, process.stderr):
+        if pipe is not None:
+            pipe.close()
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        pass
+    note = "[crashlab] output cut short: a process the agent started still holds its pipes and could not be killed"
+    return stdout, f"{stderr}\n{note}\n"
+
+
+def _text(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    return data if isinstance(data, str) else data.decode(errors="replace")
+
+
+__all__ = ["kill_group", "kill_groups_of", "kill_tree", "pipe_holders", "collect"]
