@@ -5,19 +5,26 @@ Effects are always counted from the world's ledgers, never from what a client re
 
 from __future__ import annotations
 
+import json
+import os
 import socket
+import struct
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from crashlab import agent
-from crashlab.agent import MalformedToolCall, ToolCallFailed, WorldNotRunning, call_tool, validate_tool_call
-from crashlab.harness import run_agent
+from crashlab.agent import (MalformedToolCall, ModelCallFailed, ToolCallFailed, WorldNotRunning, call_tool,
+                            validate_tool_call)
+from crashlab.harness import run_agent, run_python
 from crashlab.order import AMOUNT, ORDER_ID, SKU, TOOLS, order_task
 from crashlab.world import World
 
 AGENTS = Path(__file__).parent / "agents"
 NAIVE = AGENTS / "naive_agent.py"
+LOGGED = AGENTS / "logged_agent.py"
 ENV_VARS = ("CRASHLAB_MODEL_URL", "CRASHLAB_SERVICES_URL", "CRASHLAB_STATE_DIR", "CRASHLAB_CRASH_AT",
             "CRASHLAB_CRASH_MARKER", "CRASHLAB_REAL_MODEL")
 
@@ -163,6 +170,100 @@ def test_model_client_to_a_closed_port_raises_world_not_running(no_world_env, mo
                                messages=[{"role": "user", "content": order_task()}])
 
 
+# --- a connection that breaks: the request may have landed, so the call fails as retryable --------
+
+@contextmanager
+def misbehaving_server(mode: str):
+    """An HTTP server on 127.0.0.1 that reads each request whole and then, by ``mode``: ``reset`` -- resets
+    the connection; ``close`` -- closes it without a reply; ``silent`` -- never answers; ``500`` -- answers
+    500 with an API error. Yields its URL."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.05)
+    held, done = [], threading.Event()
+
+    def serve():
+        while not done.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            held.append(conn)
+            conn.settimeout(10)
+            data = chunk = b"-"
+            while chunk and b"\r\n\r\n" not in data:
+                data += (chunk := conn.recv(65536))
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), 0)
+            while chunk and len(body) < length:
+                body += (chunk := conn.recv(65536))
+            if mode == "reset":
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                conn.close()
+            elif mode == "close":
+                conn.shutdown(socket.SHUT_RDWR)
+                conn.close()
+            elif mode == "500":
+                error = json.dumps({"type": "error", "error": {"type": "api_error", "message": "disk full"}}).encode()
+                conn.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(error), error))
+                conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        done.set()
+        thread.join(5)
+        listener.close()
+        for conn in held:
+            conn.close()
+
+
+@pytest.mark.parametrize("mode, words", [
+    ("reset", "the connection to the service was lost before its reply"),
+    ("close", "closed the connection without a reply"),
+    ("silent", "no reply from the service within 0.5 s"),
+])
+def test_a_tool_call_that_gets_no_reply_fails_as_retryable(no_world_env, monkeypatch, mode, words):
+    monkeypatch.setattr(agent, "TOOL_TIMEOUT", 0.5)
+    with misbehaving_server(mode) as url:
+        monkeypatch.setenv("CRASHLAB_SERVICES_URL", url)
+        with pytest.raises(ToolCallFailed) as failed:
+            call_tool("charge_card", {"order_id": ORDER_ID, "amount": AMOUNT}, idempotency_key="ORD-8842:1")
+    assert failed.value.status is None and failed.value.retryable  # same key again: replayed or done once
+    assert words in str(failed.value) and "may or may not have happened" in str(failed.value)
+
+
+@pytest.mark.parametrize("mode, words, status", [
+    ("reset", "the connection to the model at http://127.0.0.1:", None),
+    ("close", "was lost before its reply (RemoteProtocolError)", None),
+    ("silent", "did not answer within its timeout", None),
+    ("500", "answered 500", 500),
+])
+def test_a_model_call_that_breaks_is_one_model_call_failed(no_world_env, monkeypatch, mode, words, status):
+    monkeypatch.setattr(agent, "MODEL_TIMEOUT", 0.5)
+    with misbehaving_server(mode) as url:
+        monkeypatch.setenv("CRASHLAB_MODEL_URL", url)
+        with pytest.raises(ModelCallFailed) as failed:
+            agent.model_client().messages.create(model=agent.MODEL, max_tokens=agent.MAX_TOKENS, tools=TOOLS,
+                                                 messages=[{"role": "user", "content": order_task()}])
+    assert failed.value.status == status and failed.value.retryable
+    assert words in str(failed.value) and "\n" not in str(failed.value)
+
+
+def test_agent_main_prints_a_broken_connection_as_one_line(no_world_env, monkeypatch, capsys):
+    monkeypatch.setattr(agent, "TOOL_TIMEOUT", 0.5)
+    with misbehaving_server("reset") as url:
+        monkeypatch.setenv("CRASHLAB_SERVICES_URL", url)
+        with pytest.raises(SystemExit) as exited:
+            agent.agent_main(lambda order_id: call_tool("send_confirmation", {"order_id": order_id}), argv=[])
+    assert exited.value.code == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: send_confirmation: the connection to the service was lost")
+
+
 # --- the model client ------------------------------------------------------------------------------
 
 def test_model_client_talks_to_the_world_without_hidden_retries(world):
@@ -216,3 +317,23 @@ def test_malformed_reply_stops_the_agent_with_one_clear_error(tmp_path, kind, me
     assert message in lines[0]
     assert audit.counts == {"charge": 0, "reservation": 0, "confirmation": 0}
     assert audit.model_calls == 1
+
+
+# --- a damaged event log through a whole agent process ---------------------------------------------
+
+def test_a_damaged_line_in_the_log_stops_the_agent_with_one_clear_error(tmp_path, no_world_env):
+    """Lesson 1's logged agent reads its log before anything else; a damaged line in the middle (not a torn
+    tail) is a CorruptLogError, which the agent prints as one line, exit code 2 -- no traceback."""
+    state = tmp_path / "agent"
+    state.mkdir()
+    decision = {"type": "decision", "content": [{"type": "tool_use", "id": "toolu_1", "name": "charge_card",
+                                                 "input": {"order_id": ORDER_ID, "amount": AMOUNT}}]}
+    result = {"type": "result", "tool_use_id": "toolu_1", "result": {"status": "succeeded"}}
+    (state / f"{ORDER_ID}.jsonl").write_text(json.dumps(decision) + "\n" + '{"type": "resu\x00lt", ' + "\n"
+                                             + json.dumps(result) + "\n")
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS and k != "CRASHLAB_GRADING_LESSON"}
+    run = run_python([LOGGED, "--order", ORDER_ID], env={**env, "CRASHLAB_STATE_DIR": str(state)}, timeout=60)
+    assert run.returncode == 2, run.stderr
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), run.stderr
+    assert f"{ORDER_ID}.jsonl: line 2 is damaged" in lines[0]

@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import httpx
 
+from crashlab.eventlog import CorruptLogError
 from crashlab.order import AMOUNT, ORDER_ID, SKU, TOOL_SCHEMAS, TOOLS, order_task
 from crashlab.world import ENV_MODEL_URL, ENV_SERVICES_URL, ENV_STATE_DIR
 
@@ -36,6 +37,9 @@ from crashlab.world import ENV_MODEL_URL, ENV_SERVICES_URL, ENV_STATE_DIR
 # (opt-in, see real_api_enabled) this is the model that answers.
 MODEL = os.environ.get("CRASHLAB_MODEL", "claude-haiku-4-5")
 MAX_TOKENS = 400
+# Seconds to wait for a reply. A request that gets none may still have landed: see ToolCallFailed.
+MODEL_TIMEOUT = 30.0
+TOOL_TIMEOUT = 30.0
 
 SERVICE_PATHS = {
     "charge_card": "/payments/charges",
@@ -77,6 +81,19 @@ class ToolCallFailed(AgentError):
         return self.status is None or self.status == 409 or self.status >= 500
 
 
+class ModelCallFailed(AgentError):
+    """The model answered with an error, or never answered (``status`` is then None, and the request may or
+    may not have been received). ``retryable``: no reply, 429 (slow down) or a 5xx."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def retryable(self) -> bool:
+        return self.status is None or self.status == 429 or self.status >= 500
+
+
 # --- the model -------------------------------------------------------------------------------------
 def real_api_enabled() -> bool:
     """A real Anthropic key is opt-in: set CRASHLAB_REAL_MODEL=1 *and* ANTHROPIC_API_KEY."""
@@ -103,8 +120,21 @@ class _Messages:
             kwargs["tool_choice"] = ONE_TOOL_PER_TURN
         try:
             return self._sdk.messages.create(**kwargs)
+        except anthropic.APITimeoutError:
+            raise ModelCallFailed(f"the model at {self._where} did not answer within its timeout -- the request may "
+                                  "or may not have been received") from None
         except anthropic.APIConnectionError as exc:
-            raise WorldNotRunning(f"cannot reach the model at {self._where} ({exc}); {_HOW_TO_START}") from None
+            cause = type(exc.__cause__).__name__
+            if cause == "ConnectError":  # nothing was sent: no model is listening there
+                raise WorldNotRunning(f"cannot reach the model at {self._where} ({exc}); {_HOW_TO_START}") from None
+            raise ModelCallFailed(f"the connection to the model at {self._where} was lost before its reply ({cause}) "
+                                  "-- the request may or may not have been received") from None
+        except anthropic.APIStatusError as exc:
+            raise ModelCallFailed(f"the model at {self._where} answered {exc.status_code} "
+                                  f"({_one_line(exc.message)})", exc.status_code) from None
+        except anthropic.APIError as exc:  # a reply that is not a model's answer
+            raise ModelCallFailed(f"the model at {self._where} sent a reply that is not an answer "
+                                  f"({_one_line(exc.message)})") from None
 
 
 class ModelClient:
@@ -128,10 +158,14 @@ def model_client() -> ModelClient:
         base_url=url,
         api_key="offline-course-model",  # the local server ignores it; no real key is ever needed
         max_retries=0,  # a hidden retry would be a hidden repeated call
-        timeout=30,
+        timeout=MODEL_TIMEOUT,
         default_headers={"X-Crashlab-Pid": str(os.getpid())},
     )
     return ModelClient(sdk, url)
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    return " ".join(str(text).split())[:limit]
 
 
 def content_to_dicts(content) -> list[dict]:
@@ -200,20 +234,36 @@ def call_tool(name: str, args: dict, *, idempotency_key: str | None = None) -> d
     if idempotency_key is not None:
         headers["Idempotency-Key"] = idempotency_key
     try:
-        reply = httpx.post(base + SERVICE_PATHS[name], json=args, headers=headers, timeout=30)
-    except httpx.ConnectError:
+        reply = httpx.post(base + SERVICE_PATHS[name], json=args, headers=headers, timeout=TOOL_TIMEOUT)
+    except (httpx.UnsupportedProtocol, httpx.InvalidURL):
+        raise WorldNotRunning(f"{ENV_SERVICES_URL}={base!r} is not a URL like http://127.0.0.1:8123; "
+                              f"{_HOW_TO_START}") from None
+    except (httpx.ConnectError, httpx.ConnectTimeout):  # nothing was sent
         raise WorldNotRunning(f"cannot reach the services at {base}; {_HOW_TO_START}") from None
+    except httpx.TimeoutException:
+        raise ToolCallFailed(f"{name}: no reply from the service within {TOOL_TIMEOUT:g} s -- the effect may or may "
+                             "not have happened") from None
     except httpx.RemoteProtocolError:
         raise ToolCallFailed(f"{name}: the service closed the connection without a reply -- the effect may or "
                              "may not have happened (a lost acknowledgement)") from None
+    except httpx.TransportError as exc:  # a reset connection, say: the request may have landed
+        raise ToolCallFailed(f"{name}: the connection to the service was lost before its reply "
+                             f"({type(exc).__name__}) -- the effect may or may not have happened (a lost "
+                             "acknowledgement)") from None
     if reply.status_code != 200:
         try:
             error = reply.json()["error"]
             detail = f"{error['type']}: {error['message']}"
         except (ValueError, KeyError, TypeError):
-            detail = reply.text[:200]
+            detail = _one_line(reply.text)
         raise ToolCallFailed(f"{name}: the service answered {reply.status_code} ({detail})", reply.status_code)
-    result = reply.json()
+    try:
+        result = reply.json()
+        if not isinstance(result, dict):
+            raise ValueError(type(result).__name__)
+    except ValueError:
+        raise ToolCallFailed(f"{name}: the service answered 200 but not with a JSON object "
+                             f"({_one_line(reply.text, 80)!r})") from None
     if reply.headers.get("Idempotent-Replayed") == "true":
         result["replayed"] = True
     return result
@@ -245,14 +295,15 @@ def state_dir() -> Path:
 def agent_main(run: Callable[[str], Any], argv: list[str] | None = None) -> None:
     """The command line every agent file shares: ``python AGENT.py --order ORD-8842``.
 
-    Errors the agent cannot recover from are printed as one clear line (exit code 2), not a traceback.
+    Errors the agent cannot recover from -- the course's own errors and a damaged event log -- are printed
+    as one clear line (exit code 2), not a traceback.
     """
     parser = argparse.ArgumentParser(description="Run an order to completion, or resume it.")
     parser.add_argument("--order", default=ORDER_ID, help="the order id (default %(default)s)")
     args = parser.parse_args(argv)
     try:
         run(args.order)
-    except AgentError as exc:
+    except (AgentError, CorruptLogError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
 
@@ -261,5 +312,5 @@ __all__ = [
     "AMOUNT", "ORDER_ID", "SKU", "MODEL", "MAX_TOKENS", "TOOLS", "order_task", "model_client", "call_tool",
     "charge_card", "reserve_item", "send_confirmation", "content_to_dicts", "first_tool_use",
     "tool_result_message", "state_dir", "agent_main", "AgentError", "MalformedToolCall", "ToolCallFailed",
-    "WorldNotRunning", "validate_tool_call",
+    "ModelCallFailed", "WorldNotRunning", "validate_tool_call", "MODEL_TIMEOUT", "TOOL_TIMEOUT",
 ]
