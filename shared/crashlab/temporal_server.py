@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -284,25 +285,47 @@ class TemporalUnavailable(AgentError):
     """The Temporal server cannot be reached. An agent prints this as one line and exits 2."""
 
 
-def namespace_for(state_dir: str | os.PathLike) -> str:
-    """The Temporal namespace of one world: created on first use and remembered in the world's agent
-    state directory, so a resumed process finds the same one, and a fresh world gets a fresh one."""
+def namespace_for(state_dir: str | os.PathLike, timeout: float = 10.0) -> str:
+    """The Temporal namespace of one world: chosen on first use and remembered in the world's agent
+    state directory, so a resumed process finds the same one, and a fresh world gets a fresh one.
+
+    Agents that start together on a fresh world all ask at once. The choice is made once, under an
+    exclusive lock on a file beside it: whoever takes the lock first and finds no name writes one
+    (to a file of its own, then renamed into place, so no reader ever sees half a name); everyone
+    after it reads that name. The kernel drops the lock of a process that dies, even by SIGKILL."""
     path = Path(state_dir) / NAMESPACE_FILE
-    try:
-        name = path.read_text().strip()
-        if name:
-            return name
-    except FileNotFoundError:
-        pass
-    name = f"crashlab-{uuid.uuid4().hex[:12]}"  # a name for a new world, not a key for a repeated effect
+    name = _read_namespace(path)
+    if name:
+        return name
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as f:
-        f.write(name + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    with open(path.with_name(NAMESPACE_FILE + ".lock"), "a") as lock:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TemporalUnavailable(f"another process has held {lock.name} for {timeout:.0f} s while "
+                                              "choosing this world's Temporal namespace") from None
+                time.sleep(0.01)
+        name = _read_namespace(path)  # chosen by whoever held the lock before us
+        if not name:
+            name = f"crashlab-{uuid.uuid4().hex[:12]}"  # a name for a new world, not a key for a repeated effect
+            tmp = path.with_name(f".{NAMESPACE_FILE}.{os.getpid()}.tmp")
+            with open(tmp, "w") as f:
+                f.write(name + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
     return name
+
+
+def _read_namespace(path: Path) -> str | None:
+    try:
+        return path.read_text().strip() or None
+    except FileNotFoundError:
+        return None
 
 
 def use_quiet_runtime() -> None:
