@@ -275,6 +275,14 @@ def test_invalid_points_raise_value_error(points):
         resolve_points(points)
 
 
+@pytest.mark.parametrize("point, why", [("before:nosuchtool", "unknown tool 'nosuchtool'"),
+                                         ("after:charge", "did you mean after:charge_card"),
+                                         ("before:model#0", "counted from 1")])
+def test_a_point_no_run_can_reach_is_refused_before_any_run(point, why):
+    with pytest.raises(ValueError, match=why):
+        resolve_points([point])
+
+
 @pytest.mark.parametrize("points", ["before:", "after: "])
 def test_a_point_without_an_op_is_invalid(points):
     with pytest.raises(ValueError):

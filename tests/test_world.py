@@ -578,3 +578,14 @@ def test_a_refused_call_does_nothing_and_the_world_counts_the_requests_that_met_
         assert world.audit().counts == {"charge": 0, "reservation": 1, "confirmation": 0}
         with pytest.raises(ValueError):
             world.inject("refuse:charge_card", arg="often")
+
+
+@pytest.mark.parametrize("fault, arg, why", [("lost_ack:charge", None, "unknown fault 'lost_ack:charge'"),
+                                             ("lostack:charge_card", None, "unknown fault"),
+                                             ("latency:charge_card", "soon", "seconds in flight"),
+                                             ("refuse:charge_card", "200", "HTTP error status")])
+def test_a_fault_that_could_never_fire_is_refused(world, fault, arg, why):
+    """A typo'd fault used to be armed and never fire: the test it was meant for then tested nothing."""
+    with pytest.raises(ValueError, match=why):
+        world.inject(fault, arg=arg)
+    assert world.faults_left() == {}

@@ -18,7 +18,7 @@ import socket
 import sys
 from pathlib import Path
 
-from crashlab.order import ORDER_ID_PATTERN as ORDER_ID, TOOL_ORDER
+from crashlab.order import ORDER_ID_PATTERN as ORDER_ID, TOOL_ORDER, check_crash_point
 
 # An order id the world's model can read out of the task (crashlab.order documents the pattern).
 ORDER_ID_PATTERN = re.compile(ORDER_ID)
@@ -189,19 +189,10 @@ def tool_name(text: str) -> str:
 
 
 def crash_point(text: str) -> str:
-    when, colon, op = (part.strip() for part in text.partition(":"))
-    if when not in ("before", "after") or not colon:
-        raise _bad(f"crash point {text!r} is not {CRASH_POINT_FORMS}")
-    model = re.fullmatch(r"model#(\d+)", op)
-    if model:
-        if int(model.group(1)) < 1:
-            raise _bad(f"crash point {text!r}: model calls are counted from 1 (model#1 is the first)")
-        return f"{when}:model#{int(model.group(1))}"
-    if op not in TOOL_ORDER:
-        close = difflib.get_close_matches(op, list(TOOL_ORDER), n=1)
-        hint = f"did you mean {when}:{close[0]}? " if close else ""
-        raise _bad(f"crash point {text!r}: unknown tool {op!r}: {hint}OP is model#N or one of {', '.join(TOOL_ORDER)}")
-    return f"{when}:{op}"
+    try:
+        return check_crash_point(text)
+    except ValueError as exc:
+        raise _bad(str(exc)) from None
 
 
 def crash_points(text: str) -> str | list[str]:

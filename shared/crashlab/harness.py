@@ -28,7 +28,7 @@ from pathlib import Path
 from crashlab.audit import Audit, Event
 from crashlab import processes, sandbox as sandboxes
 from crashlab.launcher import WarmLauncher
-from crashlab.order import ORDER_ID, TOOL_ORDER, default_points
+from crashlab.order import ORDER_ID, TOOL_ORDER, check_crash_point, default_points
 from crashlab.scratch import remove_scratch
 from crashlab.world import World
 
@@ -350,10 +350,7 @@ def resolve_points(points: str | list[str]) -> list[str]:
     """``"all"`` means every point of the order task; otherwise a list or a comma-separated string."""
     if isinstance(points, str):
         points = default_points() if points == "all" else [p.strip() for p in points.split(",") if p.strip()]
-    bad = [p for p in points if p.partition(":")[0] not in ("before", "after") or not p.partition(":")[2].strip()]
-    if bad:
-        raise ValueError(f"crash points look like before:OP or after:OP (OP = model#N or a tool name); got {bad}")
-    return list(points)
+    return [check_crash_point(p) for p in points]  # ValueError for a point no run could reach
 
 
 @dataclass

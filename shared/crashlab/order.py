@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+import re
+
 ORDER_ID = "ORD-8842"
 # What an order id looks like: ORD-, then groups of letters and digits joined by single dashes
 # (ORD-8842, ORD-77-B). The model reads the whole id out of the task, dashes included.
@@ -79,3 +82,23 @@ def default_points(model_calls: int = len(TOOL_ORDER) + 1) -> list[str]:
             tool = TOOL_ORDER[n - 1]
             points += [f"before:{tool}", f"after:{tool}"]
     return points
+
+
+def check_crash_point(text: str) -> str:
+    """``text`` as a crash point (``before:OP`` / ``after:OP``, OP = ``model#N`` with N >= 1 or a tool of the
+    order), normalised; ValueError saying what is wrong otherwise. A point no run can reach (a tool that
+    does not exist) is refused here rather than reported as "never reached" after a whole run."""
+    when, colon, op = (part.strip() for part in text.partition(":"))
+    forms = f"before:OP or after:OP, OP = model#N (N >= 1) or a tool: {', '.join(TOOL_ORDER)}"
+    if when not in ("before", "after") or not colon:
+        raise ValueError(f"crash point {text!r} is not {forms}")
+    model = re.fullmatch(r"model#(\d+)", op)
+    if model:
+        if int(model.group(1)) < 1:
+            raise ValueError(f"crash point {text!r}: model calls are counted from 1 (model#1 is the first)")
+        return f"{when}:model#{int(model.group(1))}"
+    if op not in TOOL_ORDER:
+        close = difflib.get_close_matches(op, list(TOOL_ORDER), n=1)
+        hint = f"did you mean {when}:{close[0]}? " if close else ""
+        raise ValueError(f"crash point {text!r}: unknown tool {op!r}: {hint}OP is model#N or one of {', '.join(TOOL_ORDER)}")
+    return f"{when}:{op}"

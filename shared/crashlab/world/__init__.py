@@ -45,6 +45,13 @@ class WorldError(RuntimeError):
     """The world could not be started, reached or stopped. The message says what to do."""
 
 
+def _is_seconds(arg) -> bool:
+    try:
+        return 0 <= float(arg) < 3600
+    except (TypeError, ValueError):
+        return False
+
+
 class World:
     """A running world: one server process on 127.0.0.1 with its ledgers in ``state_dir``.
 
@@ -242,8 +249,15 @@ class World:
         """Arm a fault: ``lost_ack:TOOL`` (commit, then drop the reply), ``latency:TOOL`` (arg: seconds
         in flight), ``refuse:TOOL`` (answer with the status in arg, 400 or 503 say, and do nothing),
         ``malformed_reply`` (arg: unknown_tool, missing_args or bad_type)."""
+        from crashlab.order import TOOL_ORDER
         from crashlab.world.policy import MALFORMED_REPLIES
 
+        kind, _, tool = fault.partition(":")
+        if fault != "malformed_reply" and (kind not in ("lost_ack", "latency", "refuse") or tool not in TOOL_ORDER):
+            raise ValueError(f"unknown fault {fault!r}: lost_ack:TOOL, latency:TOOL, refuse:TOOL (TOOL one of "
+                             f"{', '.join(TOOL_ORDER)}) or malformed_reply -- an unknown fault would never fire")
+        if kind == "latency" and not _is_seconds(arg):
+            raise ValueError(f"{fault} needs arg= seconds in flight, such as '0.5', got {arg!r}")
         if fault == "malformed_reply" and arg not in MALFORMED_REPLIES:
             raise ValueError(f"malformed_reply needs arg= one of {MALFORMED_REPLIES}")
         if fault.startswith("refuse:") and not (arg is None or (str(arg).isdigit() and 400 <= int(arg) <= 599)):
