@@ -248,3 +248,30 @@ def test_a_good_results_file_is_read(tmp_path):
     results.write_text(json.dumps({"tests": [{"name": "a", "score": 2, "max_score": 2}]}))  # output is optional
     done = run_cli(["result", str(results), "--test", "a"], tmp_path, tmp_path)
     assert (done.returncode, done.stdout.splitlines()[0], done.stderr) == (0, "a: 2/2", "")
+
+
+def test_sigterm_stops_a_crash_test_as_ctrl_c_does_and_leaves_nothing_behind(tmp_path):
+    """A CI runner cancels a job with SIGTERM: the command must clean up (worlds, agents, scratch folders)."""
+    import signal
+    import time
+
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    agent = Path(__file__).parent / "agents" / "hang_agent.py"
+    env = {**os.environ, "TMPDIR": str(private_tmp)}
+    run = subprocess.Popen([sys.executable, "-m", "crashlab.cli", "crash-test", str(agent), "--points",
+                            "after:charge_card", "--timeout", "60", "--launcher", "exec"], cwd=tmp_path, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not any(private_tmp.iterdir()):
+        time.sleep(0.1)  # the matrix has made its scratch folder: the run is under way
+    time.sleep(2)
+    run.send_signal(signal.SIGTERM)
+    try:
+        _, err = run.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        raise AssertionError("crash-test did not stop on SIGTERM")
+    assert run.returncode == 130, err[-800:]
+    assert "Traceback" not in err, err[-800:]
+    assert list(private_tmp.iterdir()) == [], f"left behind: {list(private_tmp.iterdir())}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import signal
@@ -105,6 +106,54 @@ def _crash_test(args) -> int:
             return 1
         print(f"wrote {args.json}")
     return 0 if matrix.ok or args.expect == "observe" else 1
+
+
+def _resumer_range(text: str) -> tuple[int, int]:
+    from crashlab.soak import parse_resumers
+
+    try:
+        return parse_resumers(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _world_faults(text: str) -> list[tuple[str, float]]:
+    from crashlab.soak import parse_world_faults
+
+    try:
+        return parse_world_faults(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _soak(args) -> int:
+    if args.preload and args.launcher != "warm":
+        raise UsageError("--preload only applies to --launcher warm: drop --preload or use --launcher warm")
+    check.check_not_same_file(args.json, args.agent, "agent file")
+    if args.orders is None and args.seconds is None:
+        args.orders = 20
+    from crashlab.launcher import LauncherError
+    from crashlab.soak import soak
+    from crashlab.world import WorldError
+
+    try:
+        lease = {} if args.key_lease is None else {"key_lease": args.key_lease}
+        result = soak(args.agent, args.orders, resumers=args.resumers, kills=args.kills, kill_window=args.kill_window,
+                      world_faults=args.world_faults, seconds=args.seconds, seed=args.seed, jobs=args.jobs,
+                      timeout=args.timeout, max_rounds=args.max_rounds, launcher=args.launcher,
+                      preload=tuple(args.preload), progress=False if args.quiet else None, **lease)
+    except (FileNotFoundError, ValueError, WorldError, LauncherError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(result)
+    if args.json:
+        try:
+            result.write_json(args.json)
+        except OSError as exc:
+            print(f"error: could not write {args.json} ({exc.strerror}); the summary is above", file=sys.stderr)
+            return 1
+        print(f"wrote {args.json}")
+    return 0 if result.ok else 1
 
 
 def _build(args) -> int:
@@ -269,6 +318,41 @@ def build_parser() -> Parser:
     crash.add_argument("--quiet", action="store_true", help="no progress bar")
     crash.set_defaults(func=_crash_test)
 
+    soak = sub.add_parser("soak", help="the chaos soak: many orders, random SIGKILLs, racing resumers, world faults, "
+                                       "then an audit of every order")
+    soak.add_argument("agent", type=check.agent_file, help="the agent file, run as `python AGENT --order ID`")
+    soak.add_argument("--orders", type=check.positive_int, default=None,
+                      help="orders to run, ORD-SOAK-0001 on (default 20, or no limit with --seconds)")
+    soak.add_argument("--seconds", type=check.positive_seconds, default=None,
+                      help="stop starting new orders after this many seconds")
+    soak.add_argument("--resumers", type=_resumer_range, default=(2, 3), metavar="A..B",
+                      help="resume processes started at once after a kill, between A and B (default 2..3)")
+    soak.add_argument("--kills", choices=["random", "none"], default="random",
+                      help="random: SIGKILL the first run, and resumers of the first rounds at even odds, at a "
+                           "random moment (default)")
+    soak.add_argument("--kill-window", type=check.positive_seconds, default=None, metavar="SECONDS",
+                      help="a kill lands uniformly between 0 and this many seconds after a start (default: the time "
+                           "of one clean run of the agent, made first)")
+    soak.add_argument("--world-faults", type=_world_faults, default=[], metavar="FAULTS",
+                      help="comma-separated: world-kill (SIGKILL the world's server, restart it on its state), "
+                           "outage:SECONDS (stop it that long, then restart it on its state)")
+    soak.add_argument("--seed", type=check.non_negative_int, default=None, help="for a soak you can run again")
+    soak.add_argument("--jobs", type=check.positive_int, default=2, help="orders run at once (default %(default)s)")
+    soak.add_argument("--timeout", type=check.positive_seconds, default=60,
+                      help="seconds before a process counts as hung (default %(default)s)")
+    soak.add_argument("--max-rounds", type=check.positive_int, default=12,
+                      help="rounds of resumers before an unfinished order counts as lost (default %(default)s)")
+    soak.add_argument("--key-lease", type=check.positive_seconds, default=None,
+                      help="the world's idempotency-key lease in seconds (default 5): how long a key claimed by a "
+                           "request that died with the world stays in flight")
+    soak.add_argument("--launcher", choices=["warm", "exec"], default="warm",
+                      help="warm: fork each process from a pre-warmed interpreter; exec: a new interpreter each time")
+    soak.add_argument("--preload", type=check.module_name, action="append", default=[], metavar="MODULE",
+                      help="extra modules the warm launcher imports before forking (repeatable)")
+    soak.add_argument("--json", type=check.output_file, help="also write the figures as JSON to this file")
+    soak.add_argument("--quiet", action="store_true", help="no progress bar")
+    soak.set_defaults(func=_soak)
+
     build = sub.add_parser("build", help="regenerate course/ from solutions/")
     build.add_argument("--check", action="store_true", help="only check that course/ is up to date")
     build.set_defaults(func=_build)
@@ -306,6 +390,10 @@ def build_parser() -> Parser:
     return parser
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:  # all of its options belong to crashlab.bench
@@ -313,6 +401,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return bench_main(argv[1:])
     args = build_parser().parse_args(argv)
+    # SIGTERM (a CI runner's cancel, `kill`) stops a command as Ctrl-C does, so its cleanup runs: the worlds,
+    # agent processes and scratch folders it made go with it. Commands may install their own handler.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         return args.func(args)
     except UsageError as exc:
