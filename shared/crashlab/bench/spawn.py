@@ -1,0 +1,191 @@
+"""Running the children and the servers, from the caller's process: the environment a child gets
+(``_child_env``), spawning it in its own process group and killing that group (``_spawn``, ``_kill_group``,
+``_run_child``, ``_tail``, ``_read_json``), whether an engine can run here at all (``_availability``), the
+PostgreSQL cluster and Temporal server started on first use (``_Servers``), and one engine's measurement
+and recovery scene as child processes (``_measure_engine``, ``_recover_engine``)."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from crashlab.bench.common import ENGINES, ENV_BLOCK_AT, ENV_DB_URL, ENV_MARKER, ENV_TEMPORAL, BenchError
+
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # shared/, as parents[1] was from crashlab/bench.py
+
+
+def _child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(_PACKAGE_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env["PYTHONUNBUFFERED"] = "1"
+    for name in (ENV_BLOCK_AT, ENV_MARKER, ENV_DB_URL, ENV_TEMPORAL):
+        env.pop(name, None)
+    env.update(extra or {})
+    return env
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(10)
+
+
+def _spawn(args: list[str], env: dict[str, str], log: Path, timeout: float) -> subprocess.Popen:
+    args = [*args, "--max-seconds", f"{timeout + 5:g}"]  # the child's own limit, should the parent die
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "crashlab.bench", *args], env=env, stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def _tail(log: Path, n: int = 300) -> str:
+    try:
+        text = log.read_text(errors="replace").strip()
+    except OSError:
+        return ""
+    lines = [l for l in text.splitlines() if l.strip()]
+    return (lines[-1] if lines else "")[-n:]
+
+
+def _run_child(args: list[str], env: dict[str, str], log: Path, timeout: float, what: str) -> None:
+    proc = _spawn(args, env, log, timeout)
+    try:
+        rc = proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise BenchError(f"{what} timed out after {timeout:g} s") from None
+    finally:
+        _kill_group(proc)  # nothing the child started may outlive it
+    if rc != 0:
+        raise BenchError(f"{what} failed (exit {rc}): {_tail(log) or 'no output'}")
+
+
+def _read_json(path: Path, what: str) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise BenchError(f"{what} wrote no result") from None
+
+
+def _availability(engine: str) -> str | None:
+    """None if the engine can be tried here, else why not."""
+    def missing(*modules: str) -> str | None:
+        for m in modules:
+            try:
+                if importlib.util.find_spec(m) is None:
+                    return f"the Python package providing {m} is not installed"
+            except (ImportError, ValueError):
+                return f"the Python package providing {m} is not installed"
+        return None
+
+    if engine == "floor":
+        return None
+    if engine.startswith("langgraph-"):
+        return missing("langgraph", "langgraph.checkpoint.sqlite")
+    if engine == "dbos-sqlite":
+        return missing("dbos")
+    if engine == "dbos-postgres":
+        why = missing("dbos")
+        if why:
+            return why
+        try:
+            from crashlab import postgres
+        except ImportError:
+            return "crashlab.postgres is not part of this course library, so there is no throwaway PostgreSQL"
+        from crashlab.bench import postgres_available  # the package's, which a test can replace
+
+        ok, reason = postgres_available() if postgres_available is not None else postgres.postgres_available()
+        return None if ok else f"skipped: {reason}"
+    if engine == "temporal":
+        why = missing("temporalio")
+        if why:
+            return why
+        try:
+            from crashlab.temporal_server import temporal_binary
+
+            temporal_binary()
+        except ImportError:
+            return "crashlab.temporal_server is not part of this course library, so there is no dev server"
+        except Exception as exc:  # noqa: BLE001 -- the binary is missing: say so in the row
+            return f"skipped: {exc}"
+        return None
+    return f"unknown engine (known: {', '.join(ENGINES)})"
+
+
+class _Servers:
+    """Starts the PostgreSQL cluster and the Temporal server on first use; stops them at exit."""
+
+    def __init__(self, workdir: Path, stack: contextlib.ExitStack, timeout: float):
+        self.workdir, self.stack, self.timeout = workdir, stack, timeout
+        self._pg_url: str | None = None
+        self._temporal = None
+
+    def env_for(self, engine: str) -> dict[str, str]:
+        if engine == "dbos-postgres":
+            from crashlab.postgres import fresh_database, throwaway_postgres
+
+            if self._pg_url is None:
+                self._pg_url = self.stack.enter_context(throwaway_postgres(self.workdir / "pg"))
+            return {ENV_DB_URL: fresh_database(self._pg_url, "bench")}
+        if engine == "temporal":
+            if self._temporal is None:
+                from crashlab.temporal_server import TemporalServer
+
+                server = TemporalServer.start(self.workdir / "temporal", port=0, reuse=False, fresh=True,
+                                              timeout=min(60.0, self.timeout))
+                self.stack.callback(server.stop, force=True)
+                self._temporal = server
+            return {ENV_TEMPORAL: self._temporal.address}
+        return {}
+
+
+def _measure_engine(engine: str, servers: _Servers, workdir: Path, steps: int, repeats: int,
+                    timeout: float, tag: str = "") -> list[float]:
+    env = _child_env(servers.env_for(engine))
+    out = workdir / f"{engine}{tag}.json"
+    _run_child(["--engine", engine, "--steps", str(steps), "--repeats", str(repeats), "--workdir", str(workdir),
+                "--json", str(out)], env, workdir / f"{engine}{tag}.log", timeout, f"the {engine} measurement")
+    return _read_json(out, f"the {engine} measurement")["samples_ms"]
+
+
+def _recover_engine(engine: str, servers: _Servers, workdir: Path, steps: int, timeout: float) -> dict:
+    scene = workdir / f"recovery-{engine}"
+    scene.mkdir(parents=True, exist_ok=True)
+    env = _child_env(servers.env_for(engine))
+    wid = f"recover-{engine}-{os.getpid()}-{time.time_ns()}"
+    marker = scene / "reached"
+    kill_at = steps // 2 + 1
+    common = ["--engine", engine, "--steps", str(steps), "--workdir", str(scene), "--wid", wid]
+    log = scene / "crash.log"
+    proc = _spawn(common + ["--phase", "crash"], {**env, ENV_BLOCK_AT: str(kill_at), ENV_MARKER: str(marker)}, log,
+                  timeout)
+    try:
+        deadline = time.monotonic() + timeout
+        while not marker.exists():
+            if proc.poll() is not None:
+                raise BenchError(f"the {engine} process to be killed exited early (exit {proc.returncode}): "
+                                 f"{_tail(log) or 'no output'}")
+            if time.monotonic() > deadline:
+                raise BenchError(f"the {engine} workflow did not reach step {kill_at} within {timeout:g} s")
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        _kill_group(proc)
+    out = scene / "resume.json"
+    t_spawn = time.time()
+    _run_child(common + ["--phase", "resume", "--json", str(out)], env, scene / "resume.log", timeout,
+               f"the {engine} recovery")
+    got = _read_json(out, f"the {engine} recovery")
+    if got.get("result") != steps:
+        raise BenchError(f"the recovered {engine} workflow returned {got.get('result')!r}, not {steps}")
+    return {"recovery_s": got["t_done"] - t_spawn, "recovery_startup_s": got["t_ready"] - t_spawn,
+            "steps_run": got["steps_run"]}
