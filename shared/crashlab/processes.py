@@ -27,18 +27,29 @@ def kill_group(pid: int) -> None:
         pass
 
 
-def kill_groups_of(pids) -> None:
-    """SIGKILL each process's whole group; a process in our own group is killed alone."""
-    own = os.getpgrp()
+def kill_groups(pids, protected: set[int]) -> list[int]:
+    """SIGKILL each process's whole group; a process in a protected group (or in group 0 or 1) is killed
+    alone. Returns the groups killed."""
+    groups = []
     for pid in pids:
         try:
             group = os.getpgid(pid)
-            if group in (own, 0, 1):
+        except ProcessLookupError:
+            continue
+        try:
+            if group in protected or group <= 1:
                 os.kill(pid, signal.SIGKILL)
             else:
                 os.killpg(group, signal.SIGKILL)
+                groups.append(group)
         except (ProcessLookupError, PermissionError):
             pass
+    return groups
+
+
+def kill_groups_of(pids) -> None:
+    """SIGKILL each process's whole group; a process in our own group is killed alone."""
+    kill_groups(pids, {os.getpgrp()})
 
 
 def kill_tree(pid: int) -> None:
@@ -55,9 +66,15 @@ def pipe_holders(process: subprocess.Popen) -> set[int]:
     for pipe in (process.stdout, process.stderr):
         if pipe is not None and not pipe.closed:
             wanted.add(f"pipe:[{os.fstat(pipe.fileno()).st_ino}]")
+    return holders(wanted, exclude=os.getpid())
+
+
+def holders(targets: set[str], exclude: int | None = None) -> set[int]:
+    """The processes (other than ``exclude``) with an open file descriptor whose /proc link reads as one
+    of ``targets`` -- ``pipe:[INODE]``, ``socket:[INODE]`` -- found through /proc."""
     found = set()
-    for entry in os.listdir("/proc") if wanted else ():
-        if not entry.isdigit() or int(entry) == os.getpid():
+    for entry in os.listdir("/proc") if targets else ():
+        if not entry.isdigit() or int(entry) == exclude:
             continue
         try:
             fds = os.listdir(f"/proc/{entry}/fd")
@@ -65,7 +82,7 @@ def pipe_holders(process: subprocess.Popen) -> set[int]:
             continue
         for fd in fds:
             try:
-                if os.readlink(f"/proc/{entry}/fd/{fd}") in wanted:
+                if os.readlink(f"/proc/{entry}/fd/{fd}") in targets:
                     found.add(int(entry))
                     break
             except OSError:

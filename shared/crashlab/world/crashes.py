@@ -16,11 +16,11 @@ a run that will be killed from one that will not.
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 import time
 from pathlib import Path
+
+from crashlab.processes import holders, kill_groups
 
 
 class CrashPlan:
@@ -75,40 +75,4 @@ def peer_pids(client_port: int, server_port: int) -> set[int]:
                 inodes.add(fields[9])
     if not inodes:
         return set()
-    wanted = {f"socket:[{inode}]" for inode in inodes}
-    pids = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fds = os.listdir(f"/proc/{entry}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink(f"/proc/{entry}/fd/{fd}") in wanted:
-                    pids.add(int(entry))
-                    break
-            except OSError:
-                continue
-    return pids
-
-
-def kill_groups(pids: set[int], protected: set[int]) -> list[int]:
-    """SIGKILL each process's whole group; a process in a protected group (the world's own, or the
-    harness's) is killed alone. Returns the groups killed."""
-    groups = []
-    for pid in pids:
-        try:
-            group = os.getpgid(pid)
-        except ProcessLookupError:
-            continue
-        try:
-            if group in protected or group <= 1:
-                os.kill(pid, signal.SIGKILL)
-            else:
-                os.killpg(group, signal.SIGKILL)
-                groups.append(group)
-        except (ProcessLookupError, PermissionError):
-            pass
-    return groups
+    return holders({f"socket:[{inode}]" for inode in inodes})
