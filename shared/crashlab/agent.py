@@ -64,7 +64,23 @@ class MalformedToolCall(AgentError):
     Raised before anything reaches a service, so a bad reply never causes an effect."""
 
 
-class ToolCallFailed(AgentError):
+class CallFailed(AgentError):
+    """A request to the world answered with an error, or never answered (``status`` is then None, and
+    the request may or may not have been received). ``retryable``: sending it again may work -- no reply,
+    a 5xx, or the one 4xx of its kind that says "later" (``RETRY_LATER``)."""
+
+    RETRY_LATER: int = 0
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def retryable(self) -> bool:
+        return self.status is None or self.status == self.RETRY_LATER or self.status >= 500
+
+
+class ToolCallFailed(CallFailed):
     """A service answered with an error, or never answered at all (``status`` is then None).
 
     ``retryable`` is true when sending the same request again with the same idempotency key is the
@@ -72,26 +88,13 @@ class ToolCallFailed(AgentError):
     flight) or a 5xx. A 400 -- such as a key reused with other parameters -- is never retryable.
     """
 
-    def __init__(self, message: str, status: int | None = None):
-        super().__init__(message)
-        self.status = status
-
-    @property
-    def retryable(self) -> bool:
-        return self.status is None or self.status == 409 or self.status >= 500
+    RETRY_LATER = 409
 
 
-class ModelCallFailed(AgentError):
-    """The model answered with an error, or never answered (``status`` is then None, and the request may or
-    may not have been received). ``retryable``: no reply, 429 (slow down) or a 5xx."""
+class ModelCallFailed(CallFailed):
+    """The model answered with an error, or never answered. ``retryable``: no reply, 429 (slow down) or a 5xx."""
 
-    def __init__(self, message: str, status: int | None = None):
-        super().__init__(message)
-        self.status = status
-
-    @property
-    def retryable(self) -> bool:
-        return self.status is None or self.status == 429 or self.status >= 500
+    RETRY_LATER = 429
 
 
 # --- the model -------------------------------------------------------------------------------------
@@ -312,5 +315,5 @@ __all__ = [
     "AMOUNT", "ORDER_ID", "SKU", "MODEL", "MAX_TOKENS", "TOOLS", "order_task", "model_client", "call_tool",
     "charge_card", "reserve_item", "send_confirmation", "content_to_dicts", "first_tool_use",
     "tool_result_message", "state_dir", "agent_main", "AgentError", "MalformedToolCall", "ToolCallFailed",
-    "ModelCallFailed", "WorldNotRunning", "validate_tool_call", "MODEL_TIMEOUT", "TOOL_TIMEOUT",
+    "CallFailed", "ModelCallFailed", "WorldNotRunning", "validate_tool_call", "MODEL_TIMEOUT", "TOOL_TIMEOUT",
 ]
