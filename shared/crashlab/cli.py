@@ -21,8 +21,8 @@ def _world_start(args) -> int:
     from crashlab.world import World, WorldError
 
     try:
-        lease = {} if args.key_lease is None else {"key_lease": args.key_lease}
-        world = World.start(args.state, fresh=not args.keep, port=args.port, stop_with_parent=not args.detach, **lease)
+        world = World.start(args.state, fresh=not args.keep, port=args.port, stop_with_parent=not args.detach,
+                            key_lease=args.key_lease)
     except WorldError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -98,14 +98,23 @@ def _crash_test(args) -> int:
         return 2
     print(matrix)
     print(f"\n{len(matrix.rows)} runs in {matrix.seconds:.1f} s")
-    if args.json:
-        try:
-            matrix.write_json(args.json)
-        except OSError as exc:
-            print(f"error: could not write {args.json} ({exc.strerror}); the matrix is above", file=sys.stderr)
-            return 1
-        print(f"wrote {args.json}")
+    if not _write_json(matrix, args.json, "the matrix"):
+        return 1
     return 0 if matrix.ok or args.expect == "observe" else 1
+
+
+def _write_json(result, path: str | None, what: str) -> bool:
+    """Write ``result``'s JSON to ``path`` (if given) after its text was printed; False, with one line
+    saying so, when the file cannot be written."""
+    if not path:
+        return True
+    try:
+        result.write_json(path)
+    except OSError as exc:
+        print(f"error: could not write {path} ({exc.strerror}); {what} is above", file=sys.stderr)
+        return False
+    print(f"wrote {path}")
+    return True
 
 
 def _resumer_range(text: str) -> tuple[int, int]:
@@ -137,22 +146,16 @@ def _soak(args) -> int:
     from crashlab.world import WorldError
 
     try:
-        lease = {} if args.key_lease is None else {"key_lease": args.key_lease}
         result = soak(args.agent, args.orders, resumers=args.resumers, kills=args.kills, kill_window=args.kill_window,
                       world_faults=args.world_faults, seconds=args.seconds, seed=args.seed, jobs=args.jobs,
                       timeout=args.timeout, max_rounds=args.max_rounds, launcher=args.launcher,
-                      preload=tuple(args.preload), progress=False if args.quiet else None, **lease)
+                      preload=tuple(args.preload), progress=False if args.quiet else None, key_lease=args.key_lease)
     except (FileNotFoundError, ValueError, WorldError, LauncherError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(result)
-    if args.json:
-        try:
-            result.write_json(args.json)
-        except OSError as exc:
-            print(f"error: could not write {args.json} ({exc.strerror}); the summary is above", file=sys.stderr)
-            return 1
-        print(f"wrote {args.json}")
+    if not _write_json(result, args.json, "the summary"):
+        return 1
     return 0 if result.ok else 1
 
 

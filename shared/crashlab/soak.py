@@ -37,7 +37,7 @@ from crashlab.audit import Audit
 from crashlab.harness import _Running, start_agent
 from crashlab.launcher import WarmLauncher
 from crashlab.scratch import scratch_dir
-from crashlab.world import KEY_LEASE, World, WorldError
+from crashlab.world import World, WorldError
 
 CALIBRATION_ORDER = "ORD-SOAK-0000"  # one clean run before the soak: it must finish, and it times the kill window
 KILLED_ROUNDS = 2  # resume rounds whose processes may be killed too; later rounds run clean
@@ -195,7 +195,7 @@ class _SoakWorld:
     the same port when it can, so agents started before keep a valid address. While it is down, ``up`` is
     clear and everyone who needs it waits; ``generation`` counts the faults, so a round knows it met one."""
 
-    def __init__(self, folder: Path, key_lease: float):
+    def __init__(self, folder: Path, key_lease: float | None):
         self.folder, self.key_lease = folder, key_lease
         self.world = World.start(folder, key_lease=key_lease)
         self.up = threading.Event()
@@ -346,7 +346,7 @@ class _Env:
 def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[int, int] = (2, 3),
          kills: str = "random", kill_window: float | None = None, world_faults: list[tuple[str, float]] = (),
          seconds: float | None = None, seed: int | None = None, jobs: int = 2, timeout: float = 60.0,
-         max_rounds: int = MAX_ROUNDS, key_lease: float = KEY_LEASE, launcher: str = "warm",
+         max_rounds: int = MAX_ROUNDS, key_lease: float | None = None, launcher: str = "warm",
          preload: tuple[str, ...] = (), progress: bool | None = None) -> SoakResult:
     """Run the chaos soak (see the module's docstring) and audit every order. ``orders=None`` with ``seconds``
     starts orders until ``seconds`` have passed; with both, whichever ends first. ``kill_window=None``: the wall

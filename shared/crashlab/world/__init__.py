@@ -77,7 +77,7 @@ class World:
     # --- life cycle -----------------------------------------------------------------------------
     @classmethod
     def start(cls, state_dir: str | os.PathLike | None = None, *, fresh: bool = True, port: int = 0,
-              timeout: float = 15.0, stop_with_parent: bool = True, key_lease: float = KEY_LEASE) -> "World":
+              timeout: float = 15.0, stop_with_parent: bool = True, key_lease: float | None = None) -> "World":
         """Start a world in its own process, with its state in ``state_dir``.
 
         The world deletes nothing it did not create. ``state_dir`` must not exist, be empty, or be a folder
@@ -90,11 +90,13 @@ class World:
         the services. Without ``state_dir`` the world lives in a scratch folder that :meth:`stop` removes.
 
         ``key_lease``: how long (seconds) an idempotency key stays in flight before a request with that
-        key may take it over, in case the request that held it died with the world (see ``server.py``).
+        key may take it over, in case the request that held it died with the world (see ``server.py``);
+        None means :data:`KEY_LEASE`.
 
         With ``stop_with_parent`` the server exits on its own when this process dies, so a killed
         kernel or test run never leaves a server behind.
         """
+        key_lease = KEY_LEASE if key_lease is None else key_lease
         if not key_lease > 0:
             raise WorldError(f"key_lease must be a positive number of seconds, got {key_lease!r}")
         scratch = not state_dir  # None or "": a scratch folder, as before
