@@ -12,7 +12,7 @@ from pathlib import Path
 
 from crashlab.grading.isolation import Deadline, Isolation, write_new_file
 from crashlab.grading.judge import NOTEBOOK_ANSWERS
-from crashlab.grading.references import copy_on_answers, master_answers
+from crashlab.grading.references import copy_on_answers, lesson_references
 from crashlab.grading.notebooks import grade_id, is_answer_cell, is_test_cell, nbgrader_meta
 from crashlab.grading.report import TestResult
 
@@ -64,7 +64,7 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline) -
     job = {"workdir": str(isolation.workdir), "preamble": preamble,
            "timeout": float(master.metadata.get("crashlab", {}).get("check_timeout", 240)),
            "checks": [{"name": grade_id(c), "source": c.source} for c in tests], "answer_names": answer_names,
-           "references": master_answers(master, master.metadata.get("crashlab", {}).get("reference_answers", []))}
+           "references": lesson_references(master)}
     env = isolation.env()
     # -P: the judge runs as root in the student's folder; a `crashlab/` planted there must not be imported
     process = subprocess.Popen([sys.executable, "-P", "-m", "crashlab.grading.judge"], cwd=isolation.workdir, env=env,

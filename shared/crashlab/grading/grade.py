@@ -25,7 +25,7 @@ import nbformat
 
 from crashlab.answers import answer_files
 from crashlab.grading.checks import judge_checks, score_matrix_check
-from crashlab.grading.references import master_answers
+from crashlab.grading.references import lesson_references
 from crashlab.grading.isolation import Deadline, Isolation, keep_only_what_the_submission_writes, run_submission
 from crashlab.grading.notebooks import grade_id, is_answer_cell, is_locked, is_test_cell, lesson_of, nbgrader_meta, repo_root
 from crashlab.grading.report import GradeReport, GradingError, TestResult, write_results
@@ -166,7 +166,7 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
         isolation.kill_everything()
         os.environ.clear()
         os.environ.update({**saved_env, **{k: v for k, v in isolation.env().items() if k.startswith("CRASHLAB_")}})
-        references = master_answers(master, master.metadata.get("crashlab", {}).get("reference_answers", []))
+        references = lesson_references(master)
         with Needs(isolation.private / "servers") as needs:
             for check in master.metadata.get("crashlab", {}).get("matrix_checks", []):
                 if limit.passed:

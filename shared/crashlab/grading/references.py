@@ -39,6 +39,11 @@ def master_answers(master, grade_ids) -> dict[str, tuple[str, str]]:
     return answers
 
 
+def lesson_references(master) -> dict[str, tuple[str, str]]:
+    """The master's answers that its lesson metadata names in ``reference_answers``."""
+    return master_answers(master, master.metadata.get("crashlab", {}).get("reference_answers", []))
+
+
 def copy_on_answers(agent: Path, answers: dict[str, tuple[str, str]]) -> Path:
     """A copy of the agent's folder's Python files in a new folder beside them, with ``answers`` written
     over them; the copied agent's path.
