@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -61,14 +62,14 @@ def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None 
     results, failed, sections = [], False, []
     try:
         for lesson, spec, matrix in reference_matrices(jobs=jobs, solutions=solutions):
-            print(matrix, flush=True)
+            print(fit(str(matrix)), flush=True)
             failed |= spec.get("expect") != "observe" and not matrix.ok
             results.append({"lesson": lesson, "title": spec["title"], **matrix.as_dict()})
-            sections.append((f"{lesson[:2]} {spec['title']}", matrix))
+            sections.append((f"{lesson[:2]} {spec['title']}", matrix, lesson))
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print("\n" + summary_table(sections))
+    print("\n" + terminal_summary(sections))
     if html_out:
         from crashlab.report import write_report
 
@@ -79,8 +80,84 @@ def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None 
     return 1 if failed else 0
 
 
+WIDTH = 100  # the demo's terminal output fits a 100-column terminal (and a projected one)
+
+
+def fit(text: str, width: int = WIDTH) -> str:
+    """``text`` with every line longer than ``width`` wrapped, continuation lines indented."""
+    out = []
+    for line in text.splitlines():
+        if len(line) <= width:  # untouched: a table's spacing is its alignment
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()) + 2)
+        out += textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False)
+    return "\n".join(out)
+
+
+def terminal_summary(sections, width: int = WIDTH) -> str:
+    """The demo's closing summary, no line wider than ``width``: one line of totals per agent, under a
+    letter, then crash points down and those letters across (in blocks, if there are many agents).
+    ``sections``: ``(label, matrix)`` or ``(label, matrix, lesson)``, as for the HTML report; the counts
+    and verdicts are the report's (:func:`crashlab.report.tally`)."""
+    from crashlab.report import lesson_number, sections_with_lessons, tally, verdict
+
+    rows = sections_with_lessons(sections)
+    codes = [chr(ord("A") + k) if k < 26 else str(k + 1) for k in range(len(rows))]
+    names = [Path(m.agent).name for _, m, _ in rows]
+    name_w = min(24, max([len(n) for n in names] + [5]))
+    out = fit("every agent over its reached crash points: dup = duplicate effects, rep = avoidable repeated "
+              "model calls, unf = unfinished orders (the naive agents are there to show them)", width).splitlines()
+    out.append(f"{'':<3}{'##':<4}{'agent':<{name_w}}  {'expects':<10} {'points':>6} {'dup':>4} {'rep':>4} "
+               f"{'unf':>4}  verdict")
+    for code, name, (_, matrix, lesson) in zip(codes, names, rows):
+        t = tally(matrix)
+        name = name if len(name) <= name_w else name[:name_w - 1] + "~"
+        line = (f"{code:<3}{lesson_number(lesson)[:3]:<4}{name:<{name_w}}  {t.expect:<10} "
+                f"{f'{t.reached}/{t.points}':>6} {t.duplicates:>4} {t.avoidable:>4} {t.unfinished:>4}  "
+                f"{verdict(matrix, short=True)}")
+        out.append(line[:width])
+    out += [""] + fit("per crash point, cells dup/rep/unf (rep counts every repeat here): ! a real failure, "
+                      "* the one expected repeat at after:model#N, - never reached", width).splitlines()
+    out += _grid(codes, [m for _, m, _ in rows], width)
+    return "\n".join(out)
+
+
+def _cell(row) -> str:
+    if row is None:
+        return ""
+    if not row.reached:
+        return "-"
+    allowed = 1 if row.point.startswith("after:model#") else 0
+    bad = row.duplicates or row.repeated_model_calls > allowed or not row.finished
+    star = "*" if allowed and row.repeated_model_calls == 1 else ""
+    return f"{row.duplicates}/{row.repeated_model_calls}{star}/{int(not row.finished)}" + ("!" if bad else "")
+
+
+def _grid(codes, matrices, width: int) -> list[str]:
+    """Crash points down, agents across in as many blocks as ``width`` needs."""
+    points = []
+    for matrix in matrices:
+        points += [row.point for row in matrix.rows if row.point not in points]
+    cells = [[_cell(next((r for r in m.rows if r.point == p), None)) for m in matrices] for p in points]
+    point_w = max(len(p) for p in points + ["crash point"])
+    cell_w = max([len(c) for line in cells for c in line] + [len(c) for c in codes]) + 2
+    per_block = max(1, (width - point_w) // cell_w)
+    out = []
+    for start in range(0, len(matrices), per_block):
+        block = slice(start, start + per_block)
+        out.append((f"{'crash point':<{point_w}}" + "".join(f"{c:>{cell_w}}" for c in codes[block])).rstrip())
+        out += [(f"{p:<{point_w}}" + "".join(f"{c:>{cell_w}}" for c in line[block])).rstrip()
+                for p, line in zip(points, cells)]
+        out.append("")
+    return out[:-1]
+
+
 def summary_table(sections) -> str:
-    """One table, crash points down and agents across: duplicates / repeated model calls / finished."""
+    """One table, crash points down and agents across: duplicates / repeated model calls / finished, with
+    recovery seconds. Lesson 06 prints it for its five engines; with more agents it grows past a terminal's
+    width, which is why the demo prints :func:`terminal_summary` instead."""
+    sections = [(section[0], section[1]) for section in sections]  # also (label, matrix, lesson)
     points = []
     for _, matrix in sections:
         points += [row.point for row in matrix.rows if row.point not in points]
