@@ -251,7 +251,8 @@ def test_a_good_results_file_is_read(tmp_path):
 
 
 def test_sigterm_stops_a_crash_test_as_ctrl_c_does_and_leaves_nothing_behind(tmp_path):
-    """A CI runner cancels a job with SIGTERM: the command must clean up (worlds, agents, scratch folders)."""
+    """A CI runner cancels a job with SIGTERM: the command must clean up (worlds, agents, scratch folders), and
+    promptly -- a row under way has its agent killed rather than running on to its 60 s timeout."""
     import signal
     import time
 
@@ -267,11 +268,13 @@ def test_sigterm_stops_a_crash_test_as_ctrl_c_does_and_leaves_nothing_behind(tmp
         time.sleep(0.1)  # the matrix has made its scratch folder: the run is under way
     time.sleep(2)
     run.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
     try:
         _, err = run.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         os.killpg(run.pid, signal.SIGKILL)
         raise AssertionError("crash-test did not stop on SIGTERM")
+    assert time.monotonic() - signalled < 15, "the row under way ran on instead of being stopped"
     assert run.returncode == 130, err[-800:]
     assert "Traceback" not in err, err[-800:]
     assert list(private_tmp.iterdir()) == [], f"left behind: {list(private_tmp.iterdir())}"

@@ -589,3 +589,67 @@ def test_a_fault_that_could_never_fire_is_refused(world, fault, arg, why):
     with pytest.raises(ValueError, match=why):
         world.inject(fault, arg=arg)
     assert world.faults_left() == {}
+
+
+# --- a flaky world, and stopping a world for certain ----------------------------------------------------------
+def test_a_flaky_world_answers_retryable_errors_does_nothing_then_recovers(tmp_path, monkeypatch):
+    """``World.flaky``: for a while every service answers 503 and the model 529, nothing is done or recorded;
+    the agent's clients call both retryable; then the world recovers by itself, and a restarted world stays
+    flaky until the time is up (the end is kept in its control ledger)."""
+    from crashlab.agent import ModelCallFailed, ToolCallFailed, call_tool, model_client
+
+    with World.start(tmp_path / "w") as world:
+        for name, value in world.env().items():
+            monkeypatch.setenv(name, value)
+        world.flaky(5.0)
+        with pytest.raises(ToolCallFailed) as tool:
+            call_tool("charge_card", CHARGE, idempotency_key="k1")
+        with pytest.raises(ModelCallFailed) as model:
+            model_client().messages.create(model="m", max_tokens=400, tools=TOOLS,
+                                           messages=[{"role": "user", "content": order_task()}])
+        assert (tool.value.status, model.value.status) == (503, 529)
+        assert tool.value.retryable and model.value.retryable
+        assert world.flaky_state()["refused"] == 2
+        audit = world.audit()
+        assert (audit.counts["charge"], audit.model_calls, audit.rejected_model_calls) == (0, 0, 0)
+    with World.start(tmp_path / "w", fresh=False) as again:  # restarted within the 5 s: still flaky
+        assert post(again, CHARGES, CHARGE, key="k1").status_code == 503
+        assert 0 < again.flaky_state()["seconds_left"] < 5
+        again.flaky(0)  # over: as when its time is up
+        assert post(again, CHARGES, CHARGE, key="k1").status_code == 200  # the same key works: nothing was claimed
+        assert again.audit().counts["charge"] == 1
+
+
+def test_a_flaky_world_needs_seconds_and_5xx_statuses(world):
+    """A 4xx is not retried by a correct agent: a "transient" fault that answered one would test nothing."""
+    for kwargs in [{"seconds": -1}, {"seconds": 3600}, {"seconds": "soon"}, {"seconds": 1, "status": 400},
+                   {"seconds": 1, "status": 200}, {"seconds": 1, "model_status": 429}]:
+        with pytest.raises(ValueError, match="flaky needs"):
+            world.flaky(**kwargs)
+    assert world.flaky_state()["seconds_left"] == 0
+
+
+def test_stop_kills_a_server_that_ignores_sigterm_within_its_timeout(tmp_path):
+    world = World.start(tmp_path / "w")
+    os.kill(world.pid, signal.SIGSTOP)  # a stopped server cannot act on SIGTERM
+    started = time.monotonic()
+    world.stop(timeout=0.5)
+    assert time.monotonic() - started < 3
+    assert not pid_running(world.pid)
+    in_its_group = [p for p in os.listdir("/proc") if p.isdigit() and _pgid(int(p)) == world.pid]
+    assert in_its_group == []
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def test_a_world_is_alive_only_if_its_own_pid_answers(world):
+    assert world.is_alive()
+    impostor = World(world.state_dir, world.port, world.pid + 1)  # the port answers, with another pid
+    assert not impostor.is_alive()
+    impostor.stop()  # signals nothing, removes nothing: its pid does not answer
+    assert world.is_alive() and World.attach(world.state_dir).pid == world.pid

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from crashlab import cli_args as check
 from crashlab.cli_args import Parser, UsageError
+from crashlab.needs import NEEDS
 from crashlab.order import ORDER_ID, TOOL_ORDER
 
 
@@ -127,7 +128,7 @@ def _resumer_range(text: str) -> tuple[int, int]:
 
 
 def _world_faults(text: str) -> list[tuple[str, float]]:
-    from crashlab.soak import parse_world_faults
+    from crashlab.soak_world import parse_world_faults
 
     try:
         return parse_world_faults(text)
@@ -135,22 +136,45 @@ def _world_faults(text: str) -> list[tuple[str, float]]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _reference(text: str) -> tuple:
+    from crashlab.soak_reference import reference_spec
+
+    try:
+        return reference_spec(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _soak(args) -> int:
-    if args.preload and args.launcher != "warm":
+    if (args.agent is None) == (args.reference is None):
+        raise UsageError("give an agent file or --reference LESSON (a lesson's reference agent), not both" if
+                         args.agent else "give an agent file, or --reference LESSON for a lesson's reference agent")
+    spec = args.reference[1] if args.reference else {}
+    launcher = args.launcher or spec.get("launcher", "warm")
+    preload = tuple(dict.fromkeys([*spec.get("preload", ()), *args.preload]))
+    needs = spec.get("needs") or []
+    needs = tuple(dict.fromkeys([*([needs] if isinstance(needs, str) else needs), *args.needs]))
+    if args.preload and launcher != "warm":
         raise UsageError("--preload only applies to --launcher warm: drop --preload or use --launcher warm")
-    check.check_not_same_file(args.json, args.agent, "agent file")
+    if args.agent:
+        check.check_not_same_file(args.json, args.agent, "agent file")
     if args.orders is None and args.seconds is None:
         args.orders = 20
     from crashlab.launcher import LauncherError
+    from crashlab.scratch import scratch_dir
     from crashlab.soak import soak
+    from crashlab.soak_reference import write_reference
+    from crashlab.temporal_server import TemporalServerError
     from crashlab.world import WorldError
 
     try:
-        result = soak(args.agent, args.orders, resumers=args.resumers, kills=args.kills, kill_window=args.kill_window,
-                      world_faults=args.world_faults, seconds=args.seconds, seed=args.seed, jobs=args.jobs,
-                      timeout=args.timeout, max_rounds=args.max_rounds, launcher=args.launcher,
-                      preload=tuple(args.preload), progress=False if args.quiet else None, key_lease=args.key_lease)
-    except (FileNotFoundError, ValueError, WorldError, LauncherError) as exc:
+        with scratch_dir("crashlab-reference-") as folder:
+            agent = write_reference(*args.reference, folder) if args.reference else args.agent
+            result = soak(agent, args.orders, resumers=args.resumers, kills=args.kills, kill_window=args.kill_window,
+                          world_faults=args.world_faults, seconds=args.seconds, seed=args.seed, jobs=args.jobs,
+                          timeout=args.timeout, max_rounds=args.max_rounds, launcher=launcher, preload=preload,
+                          needs=needs, progress=False if args.quiet else None, key_lease=args.key_lease)
+    except (FileNotFoundError, ValueError, WorldError, LauncherError, TemporalServerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(result)
@@ -323,7 +347,10 @@ def build_parser() -> Parser:
 
     soak = sub.add_parser("soak", help="the chaos soak: many orders, random SIGKILLs, racing resumers, world faults, "
                                        "then an audit of every order")
-    soak.add_argument("agent", type=check.agent_file, help="the agent file, run as `python AGENT --order ID`")
+    soak.add_argument("agent", type=check.agent_file, nargs="?", help="the agent file, run as `python AGENT --order ID`")
+    soak.add_argument("--reference", type=_reference, metavar="LESSON[:AGENT]",
+                      help="instead of a file, a lesson's reference agent from its master notebook (02, 03, 04, 05: "
+                           "the durable one; 02:uuid_agent.py names another), with the modules and servers it needs")
     soak.add_argument("--orders", type=check.positive_int, default=None,
                       help="orders to run, ORD-SOAK-0001 on (default 20, or no limit with --seconds)")
     soak.add_argument("--seconds", type=check.positive_seconds, default=None,
@@ -338,7 +365,8 @@ def build_parser() -> Parser:
                            "of one clean run of the agent, made first)")
     soak.add_argument("--world-faults", type=_world_faults, default=[], metavar="FAULTS",
                       help="comma-separated: world-kill (SIGKILL the world's server, restart it on its state), "
-                           "outage:SECONDS (stop it that long, then restart it on its state)")
+                           "outage:SECONDS (stop it that long, then restart it on its state), flaky:SECONDS (for that "
+                           "long every service answers 503 and the model 529, doing nothing)")
     soak.add_argument("--seed", type=check.non_negative_int, default=None, help="for a soak you can run again")
     soak.add_argument("--jobs", type=check.positive_int, default=2, help="orders run at once (default %(default)s)")
     soak.add_argument("--timeout", type=check.positive_seconds, default=60,
@@ -348,10 +376,14 @@ def build_parser() -> Parser:
     soak.add_argument("--key-lease", type=check.positive_seconds, default=None,
                       help="the world's idempotency-key lease in seconds (default 5): how long a key claimed by a "
                            "request that died with the world stays in flight")
-    soak.add_argument("--launcher", choices=["warm", "exec"], default="warm",
-                      help="warm: fork each process from a pre-warmed interpreter; exec: a new interpreter each time")
+    soak.add_argument("--launcher", choices=["warm", "exec"], default=None,
+                      help="warm: fork each process from a pre-warmed interpreter (default); exec: a new interpreter "
+                           "each time")
     soak.add_argument("--preload", type=check.module_name, action="append", default=[], metavar="MODULE",
                       help="extra modules the warm launcher imports before forking (repeatable)")
+    soak.add_argument("--needs", choices=NEEDS, action="append", default=[],
+                      help="a server the agent needs besides the world, started for the soak (temporal: the "
+                           "Temporal dev server; repeatable)")
     soak.add_argument("--json", type=check.output_file, help="also write the figures as JSON to this file")
     soak.add_argument("--quiet", action="store_true", help="no progress bar")
     soak.set_defaults(func=_soak)

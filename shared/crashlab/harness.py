@@ -9,6 +9,8 @@ point that was never reached is a failure, not a pass.
 Whatever an agent does, a row ends: every kill takes the agent's process group and everything it
 started (:mod:`crashlab.processes`), no wait is without a timeout, and every scratch folder the
 harness made is removed when its run ends, also on an error or Ctrl-C (:mod:`crashlab.scratch`).
+On Ctrl-C (or SIGTERM, in the CLI) the rows under way do not run on to their timeout: their agent
+processes are killed at once, and no row starts another (:class:`_Rows`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -136,11 +139,66 @@ def run_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, cras
     return run
 
 
+class RowsStopped(RuntimeError):
+    """The crash test is being stopped (Ctrl-C): its rows start no more agent processes."""
+
+
+class _Rows:
+    """The agent processes that one crash test's rows have running, so that Ctrl-C can end them all at once.
+
+    Each row runs in a worker thread that knows its crash test through :data:`_row_context`; every agent it
+    starts (:func:`start_agent`) is registered here until it has been waited for."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._running: set[_Running] = set()
+        self.stopped = False
+
+    def run(self, function, *args, **kwargs):
+        """Call ``function`` in this thread as a row of this crash test."""
+        _row_context.rows = self
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _row_context.rows = None
+
+    def add(self, running: "_Running") -> bool:
+        """Register a process just started; False if the crash test is being stopped (the caller ends it)."""
+        with self._lock:
+            if not self.stopped:
+                self._running.add(running)
+            return not self.stopped
+
+    def discard(self, running: "_Running") -> None:
+        with self._lock:
+            self._running.discard(running)
+
+    def stop(self) -> None:
+        """Kill every agent process the rows have running (each with its group), and let no row start another:
+        the rows then end within moments, instead of running on to their timeout."""
+        with self._lock:
+            self.stopped = True
+            running = list(self._running)
+        for each in running:
+            each.kill()
+
+
+_row_context = threading.local()
+
+
+def _current_rows() -> _Rows | None:
+    return getattr(_row_context, "rows", None)
+
+
 class _Running:
     """An agent process that has been started and not yet waited for."""
 
     def __init__(self, process, started: float, output_dir: Path | None):
         self.process, self.started, self.output_dir = process, started, output_dir
+        self.rows = _current_rows()
+        if self.rows is not None and not self.rows.add(self):  # started as the crash test was being stopped
+            self.finish(0)  # killed, waited for, its output folder removed
+            raise RowsStopped("the crash test was stopped")
 
     def finish(self, timeout: float, crash_world: World | None = None) -> ProcessRun:
         """Wait for the process (its whole group dies at ``timeout``). With ``crash_world``, watch the
@@ -162,6 +220,8 @@ class _Running:
                 self.kill()
             self._wait(30)
             stdout, stderr = self._output()
+            if self.rows is not None:
+                self.rows.discard(self)
         ended = time.time()
         if crash_world is not None and crashed is None:
             crashed = crash_world.crash_reached()
@@ -205,6 +265,9 @@ def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, ex
     started = time.time()
     if isinstance(launcher, str) and launcher != "exec":
         raise ValueError("launcher must be a WarmLauncher, 'exec' or None here")
+    rows = _current_rows()
+    if rows is not None and rows.stopped:
+        raise RowsStopped("the crash test was stopped")
     if launcher is None or launcher == "exec":
         process = subprocess.Popen([sys.executable, str(agent), *argv], cwd=agent.parent, env=env,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
@@ -447,21 +510,22 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
         if own_dir:
             os.chmod(workdir, 0o711)  # agents (the sandbox user, while grading) reach their own rows, list nothing
         warm = shared or (WarmLauncher(preload) if launcher == "warm" else None)
+        rows_running = _Rows()
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = [pool.submit(crash_row, agent, p, order_id, expect=expect, workdir=workdir, timeout=timeout,
-                                   resumers=resumers, then_crash_at=second, faults=faults, extra_env=extra_env,
-                                   launcher=warm) for p, second in todo]
+            futures = [pool.submit(rows_running.run, crash_row, agent, p, order_id, expect=expect, workdir=workdir,
+                                   timeout=timeout, resumers=resumers, then_crash_at=second, faults=faults,
+                                   extra_env=extra_env, launcher=warm) for p, second in todo]
             try:
                 if progress:
-                    from tqdm import tqdm
+                    from tqdm.auto import tqdm  # a widget in a notebook (not text on the red stderr), else stderr
 
-                    for future in tqdm(futures, desc=f"crash matrix: {agent.name}", unit="point", file=sys.stderr,
-                                       dynamic_ncols=True):
+                    for future in tqdm(futures, desc=f"crash matrix: {agent.name}", unit="point", dynamic_ncols=True):
                         future.result()
                 rows = [f.result() for f in futures]
             except BaseException:
-                for future in futures:  # rows not started yet never start; those running end within their timeout
+                for future in futures:  # rows not started yet never start; those running end now, their agents killed
                     future.cancel()
+                rows_running.stop()
                 raise
     finally:
         if warm is not None and shared is None:

@@ -1,13 +1,15 @@
 """Servers a crash matrix needs besides the world, named in a lesson's metadata (``"needs": "temporal"``).
 
-The grader and the demo start them once, pass their address to the agents through the environment,
-and stop them at the end.
+The grader, the demo and the soak (``crashlab soak --needs temporal``) start them once, pass their address
+to the agents through the environment, and stop them at the end.
 """
 
 from __future__ import annotations
 
 from contextlib import ExitStack
 from pathlib import Path
+
+NEEDS = ("temporal",)  # the servers the course knows how to start
 
 
 class Needs:
@@ -33,7 +35,7 @@ class Needs:
 
             server = self._stack.enter_context(TemporalServer.start(self.workdir / "temporal", reuse=False, fresh=True))
             return server.env()
-        raise ValueError(f"unknown need {need!r}: the course knows how to start 'temporal'")
+        raise ValueError(f"unknown need {need!r}: the course knows how to start {', '.join(map(repr, NEEDS))}")
 
     def close(self) -> None:
         self._stack.close()

@@ -9,13 +9,13 @@ import argparse
 import importlib
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from crashlab.bench.common import BenchError
+from crashlab.scratch import remove_scratch
 from crashlab.bench.workloads import _Dbos, _measure, _Temporal, _workload
 
 _ENGINE_MODULES = {"langgraph": ("langgraph.graph", "langgraph.checkpoint.sqlite"), "dbos": ("dbos",),
@@ -48,9 +48,15 @@ def _recovery_phase(engine: str, workdir: Path, phase: str, steps: int, wid: str
         workload.close()
 
 
-def _watchdog(max_seconds: float | None) -> None:
+def _watchdog(max_seconds: float | None, scratch: str | None = None) -> None:
     """End this child if the benchmark that started it is gone, or when its time is up: a measurement
-    process must never outlive its parent (the one about to be killed would wait forever)."""
+    process must never outlive its parent (the one about to be killed would wait forever).
+
+    It ends the process with ``os._exit``, from a thread, while the main thread may be stuck inside an engine:
+    a ``SystemExit`` would only end this thread, and cleanup that waits on the engine could hang. So the one
+    thing to clean up, the child's own scratch folder (``scratch``, made when no ``--workdir`` was given), is
+    removed here first. A ``--workdir`` belongs to the parent, which removes it -- unless the parent is the one
+    that died, SIGKILLed: then nothing in the child can tell a folder to keep from one to remove."""
     import threading
 
     parent = os.getppid()
@@ -60,14 +66,15 @@ def _watchdog(max_seconds: float | None) -> None:
         while True:
             time.sleep(0.25)
             if os.getppid() != parent or (deadline is not None and time.monotonic() > deadline):
+                remove_scratch(scratch)
                 os._exit(3)
 
     threading.Thread(target=watch, name="bench-watchdog", daemon=True).start()
 
 
 def _child_main(args: argparse.Namespace, t_main: float) -> int:
-    _watchdog(args.max_seconds)
     scratch = None if args.workdir else tempfile.mkdtemp(prefix="crashlab-bench-")
+    _watchdog(args.max_seconds, scratch)
     workdir = Path(args.workdir or scratch)
     workdir.mkdir(parents=True, exist_ok=True)
     try:
@@ -76,8 +83,7 @@ def _child_main(args: argparse.Namespace, t_main: float) -> int:
         else:
             got = _measure(args.engine, workdir, args.steps, args.repeats)
     finally:
-        if scratch:
-            shutil.rmtree(scratch, ignore_errors=True)
+        remove_scratch(scratch)
     text = json.dumps(got)
     if args.json:
         tmp = Path(args.json).with_suffix(".tmp")

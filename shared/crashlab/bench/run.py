@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-import shutil
 import statistics
 import tempfile
 import time
@@ -19,6 +18,7 @@ from typing import Sequence
 from crashlab.bench.common import ENGINES, TEMPORAL_RECOVERY_TIMEOUT_S, BenchError
 from crashlab.bench.results import BenchResult, BenchRow
 from crashlab.bench.spawn import _availability, _measure_engine, _recover_engine, _Servers
+from crashlab.scratch import remove_scratch
 
 
 def _versions() -> dict[str, str]:
@@ -99,7 +99,7 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
     bar = None
     if progress:
         with contextlib.suppress(ImportError):
-            from tqdm import tqdm
+            from tqdm.auto import tqdm  # a widget in a notebook, text on stderr in a terminal
 
             bar = tqdm(total=len(engines) * (2 if recovery else 1) + 1, desc="bench", unit="task", leave=False)
 
@@ -156,7 +156,7 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
         if bar is not None:
             bar.close()
         if temporary:
-            shutil.rmtree(base, ignore_errors=True)
+            remove_scratch(base)
     floor = next((r.per_step_ms for r in rows if r.engine == "floor"), None)
     for r in rows:
         if r.per_step_ms is not None and floor:

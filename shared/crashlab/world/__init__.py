@@ -12,6 +12,7 @@ import os
 import secrets
 import select
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -22,7 +23,9 @@ from pathlib import Path
 import httpx
 
 from crashlab.order import ORDER_ID
+from crashlab.processes import kill_group, kill_groups
 from crashlab.sandbox import give
+from crashlab.scratch import remove_scratch
 from crashlab.world.ledger import LedgerError
 
 READY_FILE = "world.json"
@@ -136,7 +139,7 @@ class World:
             process.wait()
             tail = (state_dir / "world.log").read_text(errors="replace")[-800:]
             if scratch:
-                shutil.rmtree(state_dir, ignore_errors=True)
+                remove_scratch(state_dir)
             raise WorldError(f"the world server did not start (exit code {process.returncode}):\n{tail}")
         info = json.loads(line)
         world = cls(state_dir, info["port"], info["pid"], process, token, ledgers)
@@ -163,40 +166,54 @@ class World:
         return world if world.is_alive() else None
 
     def is_alive(self) -> bool:
+        """True if this world's own server answers: the process answering ``/health`` on its port has its pid
+        (a server another world started on that port since, say, is not this world)."""
         try:
-            return httpx.get(f"{self.url}/health", timeout=2).status_code == 200
-        except httpx.HTTPError:
+            reply = httpx.get(f"{self.url}/health", timeout=2)
+            return reply.status_code == 200 and reply.json().get("pid") == self.pid
+        except (httpx.HTTPError, ValueError, AttributeError):
             return False
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop the server (SIGTERM, then SIGKILL). Safe to call twice: the second call does nothing,
-        so it can never signal a pid the system has since given to another process. A world started
-        without a folder removes its scratch folder, ledgers included."""
+        """Stop the server and its whole process group (SIGTERM, then SIGKILL after ``timeout``); every wait
+        is bounded. Safe to call twice: the second call does nothing, so it can never signal a pid the system
+        has since given to another process. A world started without a folder removes its scratch folder,
+        ledgers included."""
         if self._stopped:
             return
         self._stopped = True
-        if self._process is not None:
+        owned = self._process is not None
+        if owned:
             if self._process.stdout is not None:
                 self._process.stdout.close()
-            if self._process.poll() is None:
-                self._process.terminate()
+            if self._process.poll() is None:  # not reaped: its pid, which leads its group, is still its own
+                _signal_group(self.pid, signal.SIGTERM)
                 try:
                     self._process.wait(timeout)
                 except subprocess.TimeoutExpired:
-                    self._process.kill()
-                    self._process.wait(timeout)
+                    kill_group(self.pid)
+                    try:
+                        self._process.wait(timeout)
+                    except subprocess.TimeoutExpired:  # not even SIGKILL: unkillable (a hung disk), left there
+                        pass
             self._process = None
-        else:
-            try:
-                os.kill(self.pid, 15)
-            except ProcessLookupError:
-                pass
+        elif self.is_alive():  # started elsewhere: signal it only if its pid still answers on its port
+            _signal_group(self.pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout
             while self.is_alive() and time.monotonic() < deadline:
                 time.sleep(0.05)
-        (self.state_dir / READY_FILE).unlink(missing_ok=True)
+            if self.is_alive():
+                kill_groups([self.pid], {os.getpgrp()})
+        if owned or self._ready_file_pid() == self.pid:  # another world's ready file is not ours to remove
+            (self.state_dir / READY_FILE).unlink(missing_ok=True)
         if self._scratch:
-            shutil.rmtree(self.state_dir, ignore_errors=True)
+            remove_scratch(self.state_dir)
+
+    def _ready_file_pid(self) -> int | None:
+        try:
+            return int(json.loads((self.state_dir / READY_FILE).read_text())["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def __enter__(self) -> "World":
         return self
@@ -266,6 +283,24 @@ class World:
             raise ValueError(f"{fault} needs arg= an HTTP error status such as '400' or '503', got {arg!r}")
         self._admin("POST", "faults", json={"name": fault, "remaining": times, "arg": arg})
 
+    def flaky(self, seconds: float, status: int = 503, model_status: int | None = 529) -> None:
+        """Make the world flaky for ``seconds``: every service request is answered ``status`` (503) and does
+        nothing, and every model request ``model_status`` (529, the API's "overloaded"; None leaves the model
+        alone) -- errors an agent should retry, as from services that are up but failing. Then it recovers by
+        itself; 0 ends it now. The end is a wall-clock time kept in the world's control ledger, so a world
+        restarted meanwhile stays flaky until then."""
+        def is_5xx(value) -> bool:
+            return type(value) is int and 500 <= value <= 599
+
+        if not _is_seconds(seconds) or not is_5xx(status) or not (model_status is None or is_5xx(model_status)):
+            raise ValueError(f"flaky needs 0 <= seconds < 3600 and 5xx statuses (a 4xx is not retried), got "
+                             f"seconds={seconds!r}, status={status!r}, model_status={model_status!r}")
+        self._admin("POST", "flaky", json={"seconds": float(seconds), "status": status, "model_status": model_status})
+
+    def flaky_state(self) -> dict:
+        """``{"seconds_left": ..., "refused": N}``: N requests answered with an error while flaky, in all."""
+        return self._admin("GET", "flaky")
+
     def faults_left(self) -> dict[str, int]:
         """How many times each armed fault will still fire (a fault that fired once per request counts
         the requests that reached it)."""
@@ -285,6 +320,18 @@ class World:
 
     def __repr__(self) -> str:
         return f"World(url={self.url!r}, state_dir={str(self.state_dir)!r})"
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    """Send ``sig`` to the group ``pid`` leads (a world's server starts a session of its own); to ``pid`` alone
+    if it leads none, such as a server started by hand from a shell."""
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _take_folder(state_dir: Path) -> None:

@@ -63,6 +63,13 @@ CREATE TABLE IF NOT EXISTS faults (
     remaining INTEGER NOT NULL,
     arg       TEXT
 );
+CREATE TABLE IF NOT EXISTS flaky (     -- a time-bounded fault: every request fails until 'until'
+    id           INTEGER PRIMARY KEY CHECK (id = 1),
+    until        REAL NOT NULL,        -- wall-clock time, so a world restarted meanwhile stays flaky
+    status       INTEGER NOT NULL,     -- what the services answer
+    model_status INTEGER,              -- what the model answers (NULL: the model is left alone)
+    refused      INTEGER NOT NULL DEFAULT 0  -- requests answered with an error so far
+);
 """
 
 

@@ -14,6 +14,10 @@ A key is claimed for a lease (``--key-lease``, a few seconds) before the effect;
 completion then commit in one transaction, and only if the claim is still this request's (see
 :func:`crashlab.world.ledger.claim_key`). So a world killed between the two leaves no effect and a key
 that a retry takes over once the lease has run out, and however slow a request is, a key has one effect.
+
+Faults, armed by the harness through the admin API: counted ones (``refuse:TOOL``, ``latency:TOOL``,
+``lost_ack:TOOL``, ``malformed_reply``) and a timed one, *flaky*: until a wall-clock time kept in the control
+ledger, every service request is answered 503 and every model request 529, before anything is done.
 """
 
 from __future__ import annotations
@@ -80,6 +84,40 @@ class Faults:
         finally:
             conn.close()
 
+    # A flaky world: for a time, every request fails with a retryable status and does nothing.
+    def set_flaky(self, seconds: float, status: int, model_status: int | None) -> None:
+        with self.lock:
+            conn = ledger.connect(self.path)
+            try:
+                conn.execute("INSERT INTO flaky(id, until, status, model_status) VALUES (1, ?, ?, ?) ON CONFLICT(id)"
+                             " DO UPDATE SET until = excluded.until, status = excluded.status,"
+                             " model_status = excluded.model_status", (time.time() + seconds, status, model_status))
+            finally:
+                conn.close()
+
+    def flaky_status(self, model: bool) -> int | None:
+        """The status to answer this request with, if the world is flaky now (counted); else None."""
+        with self.lock:
+            conn = ledger.connect(self.path)
+            try:
+                row = conn.execute("SELECT until, status, model_status FROM flaky WHERE id = 1").fetchone()
+                status = None if row is None or row["until"] <= time.time() else \
+                    row["model_status"] if model else row["status"]
+                if status is not None:
+                    conn.execute("UPDATE flaky SET refused = refused + 1 WHERE id = 1")
+                return status
+            finally:
+                conn.close()
+
+    def flaky(self) -> dict:
+        conn = ledger.connect(self.path)
+        try:
+            row = conn.execute("SELECT until, refused FROM flaky WHERE id = 1").fetchone()
+            return {"seconds_left": max(0.0, row["until"] - time.time()) if row else 0.0,
+                    "refused": row["refused"] if row else 0}  # since the world's ledgers were made
+        finally:
+            conn.close()
+
 
 class WorldHandler(BaseHTTPRequestHandler):
     server_version = "crashlab-world/1"
@@ -138,6 +176,8 @@ class WorldHandler(BaseHTTPRequestHandler):
             return
         elif path == "/_admin/faults":
             self._send(200, {"faults": self.server.faults.all()})  # type: ignore[attr-defined]
+        elif path == "/_admin/flaky":
+            self._send(200, self.server.faults.flaky())  # type: ignore[attr-defined]
         elif path == "/_admin/crash":
             self._send(200, self.server.crashes.state())  # type: ignore[attr-defined]
         elif path == "/_admin/audit":
@@ -165,6 +205,8 @@ class WorldHandler(BaseHTTPRequestHandler):
             return
         elif self.path == "/_admin/faults":
             self._set_fault(body)
+        elif self.path == "/_admin/flaky":
+            self._set_flaky(body)
         elif self.path == "/_admin/crash":
             point = body.get("point") if isinstance(body, dict) else None
             self.server.crashes.arm(point if isinstance(point, str) and point else None)  # type: ignore[attr-defined]
@@ -179,9 +221,34 @@ class WorldHandler(BaseHTTPRequestHandler):
         self.server.faults.set(body["name"], int(body.get("remaining", 1)), body.get("arg"))  # type: ignore[attr-defined]
         self._send(200, {"ok": True})
 
+    def _set_flaky(self, body) -> None:
+        def status(value, none_ok=False):
+            return (none_ok and value is None) or (type(value) is int and 500 <= value <= 599)
+
+        seconds = body.get("seconds") if isinstance(body, dict) else None
+        if not (isinstance(seconds, (int, float)) and 0 <= seconds < 3600 and status(body.get("status", 503))
+                and status(body.get("model_status"), none_ok=True)):
+            self._error(400, "invalid_request_error", "flaky needs seconds (0 to 3600), a 5xx status and a 5xx "
+                                                      "model_status or null")
+            return
+        self.server.faults.set_flaky(float(seconds), body.get("status", 503), body.get("model_status"))  # type: ignore[attr-defined]
+        self._send(200, {"ok": True})
+
+    def _flaky(self, model: bool, what: str) -> bool:
+        """While the world is flaky, answer this request with a retryable error, having done nothing."""
+        status = self.server.faults.flaky_status(model)  # type: ignore[attr-defined]
+        if status is None:
+            return False
+        kind = "overloaded_error" if model and status == 529 else "api_error"
+        self._send(status, _error_body(kind, f"{what}: temporarily unavailable ({status}), nothing was done; "
+                                             "retry later"), {"Retry-After": "1"})
+        return True
+
     # --- the model ------------------------------------------------------------------------------
     def _messages(self, request) -> None:
         faults: Faults = self.server.faults  # type: ignore[attr-defined]
+        if self._flaky(model=True, what="the model"):  # before it counts as a model call of the run
+            return
         at = time.time()
         try:
             messages = policy.normalize_messages(request.get("messages") if isinstance(request, dict) else None)
@@ -237,6 +304,8 @@ class WorldHandler(BaseHTTPRequestHandler):
             self._error(400, "invalid_request_error", f"{tool}: {problem}")
             return
         faults: Faults = self.server.faults  # type: ignore[attr-defined]
+        if self._flaky(model=False, what=tool):
+            return
         refused = faults.take(f"refuse:{tool}")
         if refused is not None:  # an error before anything happens: a 400 must not be retried, a 503 may be
             code = int(refused or 503)
