@@ -140,3 +140,10 @@ def test_student_notebooks_carry_nbval_markers_as_tags_not_in_the_code(master):
     assert not any("NBVAL_" in c.source for c in student.cells if c.cell_type == "code")
     tagged = [c for c in student.cells if "nbval-ignore-output" in c.metadata.get("tags", [])]
     assert len(tagged) >= len(marked)
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.name)
+def test_student_notebooks_carry_no_saved_widget_state(master):
+    """The masters' progress bars are widgets whose state the master saves; the student notebook has no
+    outputs for it to describe."""
+    assert "widgets" not in student_version(nbformat.read(master, as_version=4)).metadata

@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 import pytest
 
 from crashlab.audit import Event
-from crashlab.demo import WIDTH, fit, summary_table, terminal_summary
+from crashlab.demo import WIDTH, fit, terminal_summary
 from crashlab.harness import BASELINE, Matrix, ProcessRun, Row
 from crashlab.order import default_points
 from crashlab.plots import EXPECTED, NOT_REACHED
@@ -248,11 +248,3 @@ def test_fit_wraps_only_long_lines():
     table = "a    b  \n  (no crash)  0"
     assert fit(table) == table and fit("short\n" + long).splitlines()[0] == "short"
     assert all(len(line) <= 100 for line in fit(long).splitlines()) and len(fit(long).splitlines()) == 2
-
-
-def test_summary_table_still_takes_pairs_and_triples():
-    pairs = [("01 naive", matrix("naive_agent.py", "observe", NAIVE)), ("05 temporal", matrix("temporal_agent.py"))]
-    text = summary_table(pairs)
-    assert text == summary_table([(label, m, "lesson") for label, m in pairs])
-    assert text.splitlines()[1].split() == ["crash", "point", "01", "naive", "05", "temporal"]
-    assert "1/3/yes ( 0.5)" in text

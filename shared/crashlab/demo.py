@@ -151,28 +151,3 @@ def _grid(codes, matrices, width: int) -> list[str]:
                 for p, line in zip(points, cells)]
         out.append("")
     return out[:-1]
-
-
-def summary_table(sections) -> str:
-    """One table, crash points down and agents across: duplicates / repeated model calls / finished, with
-    recovery seconds. Lesson 06 prints it for its five engines; with more agents it grows past a terminal's
-    width, which is why the demo prints :func:`terminal_summary` instead."""
-    sections = [(section[0], section[1]) for section in sections]  # also (label, matrix, lesson)
-    points = []
-    for _, matrix in sections:
-        points += [row.point for row in matrix.rows if row.point not in points]
-    labels = [label for label, _ in sections]
-    width = max(len(p) for p in points + ["crash point"])
-    cells = [max(11, len(label)) for label in labels]
-    out = ["every agent at every crash point: duplicates / repeated model calls / finished (recovery s)",
-           "  ".join([f"{'crash point':<{width}}"] + [f"{label:<{w}}" for label, w in zip(labels, cells)])]
-    for point in points:
-        line = [f"{point:<{width}}"]
-        for (_, matrix), w in zip(sections, cells):
-            row = next((r for r in matrix.rows if r.point == point), None)
-            text = "-" if row is None else (f"{row.duplicates}/{row.repeated_model_calls}/"
-                                            f"{'yes' if row.finished else 'NO'}"
-                                            + (f" ({row.recovery_s:4.1f})" if row.recovery_s is not None else ""))
-            line.append(f"{text:<{w}}")
-        out.append("  ".join(line))
-    return "\n".join(out)

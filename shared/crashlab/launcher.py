@@ -24,6 +24,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -86,9 +87,13 @@ class WarmLauncher:
         self.preload = tuple(dict.fromkeys((*DEFAULT_PRELOAD, *preload)))
         req_read, self._req_write = os.pipe()
         self._rep_read, rep_write = os.pipe()
+        # The launcher's own output goes to a file of its own, never to ours: in a notebook, whatever a helper
+        # process writes to the kernel's stderr shows up in the cell that happens to be running.
+        self._log = tempfile.TemporaryFile()
         self._process = subprocess.Popen(
             [sys.executable, "-P", "-m", "crashlab.launcher", str(req_read), str(rep_write), *self.preload],
-            pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL, start_new_session=True)
+            pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
+            start_new_session=True)
         os.close(req_read)
         os.close(rep_write)
         self._lock = threading.Lock()
@@ -100,9 +105,14 @@ class WarmLauncher:
         self._reader.start()
         ready = self._await(lambda: self._replies.pop("ready", None), start_timeout)
         if ready is None or not ready.get("ok"):
-            error = (ready or {}).get("error", "no answer")
+            error = (ready or {}).get("error") or self._last_words() or "no answer"
             self.close()
             raise LauncherError(f"the warm launcher did not start ({error})")
+
+    def _last_words(self) -> str:
+        self._log.seek(0)
+        lines = self._log.read().decode(errors="replace").strip().splitlines()
+        return lines[-1][:300] if lines else ""
 
     def _read_replies(self) -> None:
         with os.fdopen(self._rep_read, "r") as replies:
@@ -162,6 +172,7 @@ class WarmLauncher:
         except subprocess.TimeoutExpired:
             _kill_group(self._process.pid)
             self._process.wait(10)
+        self._log.close()
 
     def __enter__(self) -> "WarmLauncher":
         return self

@@ -1,8 +1,9 @@
 """Turn a master notebook into the student notebook, with nbgrader's preprocessors chained.
 
-LockCells -> ClearSolutions -> ClearHiddenTests -> ClearOutput, then :class:`MarkCellsThatMayRaise`,
-which tags every answer cell, test cell and cell marked ``uses-answers`` with ``raises-exception``
-so that nbval can run the unanswered student notebook: those cells raise until the learner answers;
+LockCells -> ClearSolutions -> ClearHiddenTests -> ClearOutput, then :class:`DropWidgetState` (the masters'
+saved progress bars); :class:`MarkCellsThatMayRaise`, which tags every answer cell, test cell and cell marked
+``uses-answers`` with ``raises-exception`` so that Run All goes on past them in the unanswered student
+notebook: those cells raise until the learner answers;
 :class:`SkipDemonstrationsInNbval`; and :class:`MoveNbvalMarkersToTags`, so no nbval comment sits in
 the code learners read.
 """
@@ -72,8 +73,17 @@ class MoveNbvalMarkersToTags(Preprocessor):
         return cell, resources
 
 
-PIPELINE = (LockCells, ClearSolutions, ClearHiddenTests, ClearOutput, MarkCellsThatMayRaise, SkipDemonstrationsInNbval,
-            MoveNbvalMarkersToTags)
+class DropWidgetState(Preprocessor):
+    """A master saves the state of the widgets its outputs show (progress bars); with the outputs cleared it
+    describes nothing, and it would make every student notebook tens of kilobytes larger."""
+
+    def preprocess(self, nb, resources):
+        nb.metadata.pop("widgets", None)
+        return nb, resources
+
+
+PIPELINE = (LockCells, ClearSolutions, ClearHiddenTests, ClearOutput, DropWidgetState, MarkCellsThatMayRaise,
+            SkipDemonstrationsInNbval, MoveNbvalMarkersToTags)
 
 
 def student_version(master: nbformat.NotebookNode) -> nbformat.NotebookNode:
