@@ -19,8 +19,9 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version.split()[0]'
 	$(PYTHON) -m venv $(VENV)
 	@# uv installs the pinned set in seconds where pip takes a minute or more; pip alone if uv cannot be had.
+	@# --compile-bytecode: graded code runs as a user who cannot write __pycache__, and would compile its imports each time.
 	( $(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION) \
-	  && $(BIN)/uv pip install --quiet --python $(BIN)/python -c constraints.txt -e '.[test,lab]' ) \
+	  && $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -c constraints.txt -e '.[test,lab]' ) \
 	|| $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,lab]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (crashlab)" > /dev/null
 	@# The Lab learners open is for learning: no nbgrader instructor menus (grading is `crashlab grade`), no news popup.

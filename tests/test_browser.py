@@ -397,7 +397,7 @@ def lesson5_problems(lesson: Notebook) -> list[str]:
         shot(lesson.page, "lesson05-unanswered.png")
         short = [i for i, text in errors if (i, text) not in long]
         if short:
-            lesson.show_cell(short[0] - 1)
+            lesson.show_output(short[0])  # a skipped demonstration: its one line under its code
             shot(lesson.page, "lesson05-unanswered-skipped-cells.png")
     else:
         shot(lesson.page, "lesson05-unanswered.png")

@@ -422,6 +422,10 @@ def build_parser() -> Parser:
     demo.add_argument("--jobs", type=check.positive_int, default=2, help="rows run at once (default %(default)s)")
     demo.add_argument("--json", type=check.output_file, help="also write the matrices as JSON to this file")
     demo.set_defaults(func=_demo)
+
+    from crashlab.cli_class import add_class_commands  # release, autograder, self-check, grade-batch, bench-grading
+
+    add_class_commands(sub)
     return parser
 
 

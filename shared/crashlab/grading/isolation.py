@@ -170,8 +170,10 @@ def keep_only_what_the_submission_writes(nb, master) -> int:
     return blanked
 
 
-def run_submission(nb, isolation: Isolation, deadline: Deadline, cell_timeout: int) -> list[str]:
-    """Run the notebook as the student until it ends or the deadline passes; return notes."""
+def run_submission(nb, isolation: Isolation, deadline: Deadline, cell_timeout: int,
+                   executed: Path | None = None) -> list[str]:
+    """Run the notebook as the student until it ends or the deadline passes; return notes. ``executed``: where
+    to save the notebook with its outputs (the learner's self-check reads them; grading never does)."""
     source = isolation.workdir / "submission.ipynb"
     nbformat.write(nb, source)
     if isolation.sandbox is not None:
@@ -180,7 +182,7 @@ def run_submission(nb, isolation: Isolation, deadline: Deadline, cell_timeout: i
     log = isolation.private / "run_notebook.log"
     with open(log, "wb") as err:
         process = isolation.popen([sys.executable, "-m", "crashlab.grading.run_notebook", str(source),
-                                   str(cell_timeout), str(isolation.workdir)],
+                                   str(cell_timeout), str(isolation.workdir), *([str(executed)] if executed else [])],
                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
     notes = []
     try:

@@ -1,4 +1,5 @@
-"""Run a submitted notebook in a kernel, as the student: ``python -m crashlab.grading.run_notebook NB CELL_TIMEOUT DIR``.
+"""Run a submitted notebook in a kernel, as the student: ``python -m crashlab.grading.run_notebook NB CELL_TIMEOUT DIR
+[EXECUTED]`` (EXECUTED: where to save the notebook with its outputs, for the learner's self-check).
 
 Started by the grader in a process of its own (as the sandbox user while grading as root), so the
 kernel and everything the notebook starts can be killed together at the deadline. What it produces --
@@ -32,6 +33,8 @@ def main() -> int:
     except Exception as exc:  # noqa: BLE001 -- a kernel that would not start, a timeout it could not interrupt
         print(f"the notebook did not run to the end ({type(exc).__name__}: {str(exc)[:200]})", file=sys.stderr)
         status = 3
+    if len(sys.argv) > 4:
+        nbformat.write(nb, sys.argv[4])
     return status
 
 

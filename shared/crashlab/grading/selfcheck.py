@@ -1,0 +1,171 @@
+"""The learner's self-check (``make check NB=...`` in a student release): with no masters at hand.
+
+A graded class gets a release without ``solutions/``, so the learner cannot run the grader. What the
+learner's own notebook does carry is enough for honest feedback: its visible checks (the test cells,
+``# Exercise N: visible checks``) and the specs of its crash matrices (``metadata.crashlab.matrix_checks``,
+kept by the build). So the self-check
+
+1. runs the notebook as Run All does, in a scratch folder, leaving out the long given demonstrations
+   (as the grader does, they award nothing), with the grader's own runner, deadline and clean-up
+   (:func:`crashlab.grading.isolation.run_submission`, not isolated: it is the learner's own code);
+2. reports each visible check as passed or not, and when not, says what is missing: an answer file still
+   holding the placeholder, or the check's own message;
+3. runs each crash matrix on the learner's agents with the grader's scorer
+   (:func:`crashlab.grading.checks.score_matrix_check`) -- unless an agent's own files still hold a
+   placeholder, which fails at once with a line saying which.
+
+Nothing here is a grade: the grader also runs hidden checks, and runs the matrices on the master's answers
+to the exercises an agent builds on. Passing the self-check is necessary, not sufficient.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+
+from crashlab.grading.build import SKIP_WHEN_GRADING_TAG, USES_ANSWERS_TAG
+from crashlab.grading.checks import score_matrix_check
+from crashlab.grading.grade import read_submission
+from crashlab.grading.isolation import Deadline, Isolation, run_submission
+from crashlab.grading.notebooks import grade_id, is_answer_cell, is_test_cell, lesson_of, nbgrader_meta, repo_root
+from crashlab.grading.report import GradeReport, GradingError, TestResult
+from crashlab.needs import Needs
+from crashlab.notebook import PLACEHOLDER, unwritten
+from crashlab.scratch import remove_scratch
+
+EXERCISE = re.compile(r"ex(\d+)_")
+ANSWERS_IMPORT = re.compile(r"crashlab\.answers\.lesson(\d\d)")
+NOT_THE_GRADE = ("self-check: your visible checks and the crash matrices on your own agents. The grade also runs "
+                 "hidden checks, so passing here is necessary, not sufficient.")
+
+
+def exercise_of(name: str) -> int | None:
+    found = EXERCISE.match(name or "")
+    return int(found.group(1)) if found else None
+
+
+def unreleased_answers(nb) -> list[str]:
+    """The earlier lessons whose answers this lesson builds on and this copy of the course does not have: a
+    graded class's release leaves them out until the instructor releases them."""
+    imported = set(ANSWERS_IMPORT.findall("\n".join(cell.source for cell in nb.cells)))
+    missing = {n for n in imported if importlib.util.find_spec(f"crashlab.answers.lesson{n}") is None}
+    runs = nb.metadata.get("crashlab", {}).get("uses_lessons", [])
+    if runs and not os.environ.get("CRASHLAB_LESSON_FILES") and not any((repo_root() / "solutions").glob("*.ipynb")):
+        missing |= set(runs)
+    return sorted(missing)
+
+
+def answer_problems(nb, exercise: int, workdir: Path) -> list[str]:
+    """What is missing in the answers of ``exercise``: a written file or an answer cell still holding the
+    placeholder the student notebook put there."""
+    problems = []
+    for cell in nb.cells:
+        if cell.cell_type != "code" or not is_answer_cell(cell) or exercise_of(grade_id(cell)) != exercise:
+            continue
+        first = cell.source.partition("\n")[0].split()
+        if first[:1] == ["%%writefile"]:
+            problem = unwritten(workdir / first[-1])
+            if problem:
+                problems.append(problem)
+        elif PLACEHOLDER.search(cell.source):
+            problems.append(f"the answer cell `{cell.source.strip().splitlines()[0][:60]}` still has the placeholder "
+                            "`raise NotImplementedError()`")
+    return problems
+
+
+def local_imports(agent: Path) -> list[Path]:
+    """The agent file and every file of its folder it imports, directly or not (its own modules)."""
+    seen, todo = [], [agent]
+    while todo:
+        path = todo.pop()
+        if path in seen or not path.is_file():
+            continue
+        seen.append(path)
+        try:
+            tree = ast.parse(path.read_text())
+        except (SyntaxError, ValueError, OSError):
+            continue
+        for node in ast.walk(tree):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
+            todo += [agent.parent / f"{name.split('.')[0]}.py" for name in names]
+    return seen
+
+
+def visible_check_result(cell, nb, workdir: Path) -> TestResult:
+    meta = nbgrader_meta(cell)
+    name, points = meta["grade_id"], float(meta.get("points", 0))
+    errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+    if cell.get("execution_count") is not None and not errors:
+        return TestResult(name, points, points, "visible checks passed", "cell")
+    exercise = exercise_of(name)
+    missing = answer_problems(nb, exercise, workdir) if exercise is not None else []
+    if missing:
+        why = f"exercise {exercise} is not answered yet: " + "; ".join(missing)
+    elif errors:
+        error = errors[0]
+        why = f"{error.get('ename', 'error')}: {str(error.get('evalue', '')).strip()[:500]}".rstrip(": ")
+    else:
+        why = "this check did not run (the notebook stopped before it: see the notes)"
+    return TestResult(name, 0.0, points, why, "cell")
+
+
+def matrix_result(check: dict, workdir: Path, needs: Needs, deadline: Deadline) -> TestResult:
+    name, points = check["name"], float(check["points"])
+    agent = workdir / check["agent"]
+    missing = [problem for path in local_imports(agent) if (problem := unwritten(path))]
+    if not agent.is_file():
+        return TestResult(name, 0.0, points, f"the notebook did not write {check['agent']}: no agent to crash-test",
+                          "matrix")
+    if missing:
+        return TestResult(name, 0.0, points, f"not run: {check['agent']} is not ready ({'; '.join(missing)})", "matrix")
+    if deadline.passed:
+        return TestResult(name, 0.0, points, "not run: the self-check's deadline passed first", "matrix")
+    check = {**check, "timeout": min(float(check.get("timeout", 60)), max(5.0, deadline.left()))}
+    return score_matrix_check(check, workdir, needs)
+
+
+def self_check(path: str | Path, *, cell_timeout: int = 120, deadline: float = 900.0) -> GradeReport:
+    """Self-check a learner's notebook; raises GradingError for a file that is not a course notebook."""
+    started = time.time()
+    path = Path(path).resolve()
+    nb = read_submission(path)
+    lesson = lesson_of(nb)
+    if not lesson:
+        raise GradingError(f"{path} is not a course notebook (no lesson in its metadata): check one of course/")
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
+        cell.outputs, cell.execution_count = [], None  # only this run's outputs count, not those saved in the file
+        tags = cell.get("metadata", {}).get("tags", [])
+        if SKIP_WHEN_GRADING_TAG in tags and USES_ANSWERS_TAG not in tags:
+            cell.source = "pass  # a given demonstration: left out of the self-check"
+    report = GradeReport(path.name, lesson, notes=[NOT_THE_GRADE])
+    missing = unreleased_answers(nb)
+    if missing:
+        report.notes.append(f"this lesson builds on the answers of lesson {', '.join(missing)}, which your copy of the "
+                            "course does not have yet (your instructor releases them): what runs them cannot pass")
+    limit = Deadline(deadline)
+    workdir = Path(tempfile.mkdtemp(prefix="crashlab-check-"))
+    isolation = None
+    try:
+        isolation = Isolation(workdir, False, hide=(), lesson=lesson)
+        executed = isolation.private / "executed.ipynb"
+        report.notes += run_submission(nb, isolation, limit, cell_timeout, executed=executed)
+        ran = nbformat.read(executed, as_version=4) if executed.is_file() else nb
+        report.tests += [visible_check_result(cell, ran, workdir) for cell in ran.cells
+                         if cell.cell_type == "code" and is_test_cell(cell)]
+        with Needs(isolation.private / "servers") as needs:
+            for check in nb.metadata.get("crashlab", {}).get("matrix_checks", []):
+                report.tests.append(matrix_result(check, workdir, needs, limit))
+    finally:
+        if isolation is not None:
+            isolation.close()
+        remove_scratch(workdir)
+    report.seconds = time.time() - started
+    return report

@@ -1,0 +1,99 @@
+"""The grading bundle (``crashlab autograder OUT.zip``): everything needed to grade, and nothing a student has.
+
+One zip serves Gradescope and GitHub Classroom. Gradescope unpacks it into ``/autograder/source``, runs
+``setup.sh`` once and ``run_autograder`` per submission (:mod:`crashlab.grading.gradescope` writes
+``/autograder/results/results.json``). The classroom workflow of a student release fetches the same bundle at
+grading time from where the instructor keeps it private (``grade.sh`` of :mod:`crashlab.release.student`).
+
+In it: ``setup.sh`` and ``run_autograder``, the library (with the lesson answers that later lessons build on:
+grading lesson N refuses and hides those of lesson N and later), ``pyproject.toml`` and ``constraints.txt``
+(every requirement pinned), the masters, and ``grading.json`` naming the notebooks it grades. ``--encrypt
+KEYFILE`` also writes ``OUT.zip.enc`` (AES-256, key from the file, made if missing), which may sit anywhere
+the workflow can download it: the key is the secret.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import tempfile
+import zipfile
+from pathlib import Path
+
+import nbformat
+
+from crashlab.grading.gradescope import MANIFEST
+from crashlab.grading.notebooks import lesson_of, repo_root
+from crashlab.release.files import TEMPLATES, library_files
+
+BUNDLE_README = """# Grading bundle -- instructors only
+
+Made by `crashlab autograder`. It holds the master notebooks (every answer and hidden check): never put it,
+or anything unpacked from it, where students can read it. Gradescope: upload the zip as the autograder
+(base image Ubuntu 22.04). GitHub Classroom: see the course README, "Running a graded class".
+"""
+OPENSSL = ["openssl", "enc", "-aes-256-cbc", "-pbkdf2", "-iter", "200000", "-salt"]  # grade.sh decrypts with the same
+
+
+def masters_for(notebooks: list[str] | None, solutions: Path) -> tuple[list[Path], list[Path]]:
+    """(the masters graded, every master the bundle carries): a lesson that runs earlier lessons' reference
+    agents (``uses_lessons``) needs their masters too."""
+    masters = sorted(solutions.glob("*.ipynb"))
+    if notebooks:
+        unknown = sorted(set(notebooks) - {m.stem for m in masters} - {lesson_of(nbformat.read(m, 4)) for m in masters})
+        if unknown:
+            raise ValueError(f"no master for {', '.join(unknown)} (masters: {', '.join(m.stem for m in masters)})")
+    read = {m: nbformat.read(m, as_version=4) for m in masters}
+    graded = [m for m in masters if not notebooks or m.stem in notebooks or lesson_of(read[m]) in notebooks]
+    needed = {lesson for m in graded for lesson in read[m].metadata.get("crashlab", {}).get("uses_lessons", [])}
+    carried = [m for m in masters if m in graded or lesson_of(read[m]) in needed]
+    return graded, carried
+
+
+def _add(archive: zipfile.ZipFile, name: str, data: bytes, executable: bool = False) -> None:
+    info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
+    info.external_attr = (0o100755 if executable else 0o100644) << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    archive.writestr(info, data)
+
+
+def build_autograder(out: Path, notebooks: list[str] | None = None, root: Path | None = None) -> list[Path]:
+    """Write the bundle to ``out`` (atomically); returns the masters it grades."""
+    root = root or repo_root()
+    graded, carried = masters_for(notebooks, root / "solutions")
+    out = Path(out).resolve()
+    fd, tmp = tempfile.mkstemp(prefix=".autograder-", suffix=".zip", dir=out.parent)
+    os.close(fd)
+    try:
+        with zipfile.ZipFile(tmp, "w") as archive:
+            _add(archive, "setup.sh", (TEMPLATES / "setup.sh").read_bytes(), executable=True)
+            _add(archive, "run_autograder", (TEMPLATES / "run_autograder").read_bytes(), executable=True)
+            _add(archive, "README.md", BUNDLE_README.encode())
+            _add(archive, MANIFEST, json.dumps({"notebooks": [m.name for m in graded]}, indent=1).encode())
+            for name in ("pyproject.toml", "constraints.txt"):
+                _add(archive, name, (root / name).read_bytes())
+            for path in library_files(root):
+                _add(archive, path.relative_to(root).as_posix(), path.read_bytes())
+            for master in carried:
+                _add(archive, f"solutions/{master.name}", master.read_bytes())
+        os.chmod(tmp, 0o600)  # the masters are in it
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return graded
+
+
+def encrypt(bundle: Path, key_file: Path) -> Path:
+    """``bundle`` encrypted with the key in ``key_file`` (a new random key is written there if it does not
+    exist); returns the ``.enc`` file. The classroom workflow decrypts it with ``openssl`` too."""
+    if not key_file.exists():
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(32) + "\n")
+    target = bundle.with_name(bundle.name + ".enc")
+    subprocess.run([*OPENSSL, "-in", str(bundle), "-out", str(target), "-pass", f"file:{key_file}"], check=True,
+                   capture_output=True)
+    return target

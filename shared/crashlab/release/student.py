@@ -1,0 +1,135 @@
+"""The student release (``crashlab release OUT_DIR``): the course as a graded class gets it.
+
+This repository is the self-paced edition: ``solutions/`` is in it on purpose. A graded class must not have
+the key, so the release is a new git repository holding only what a learner needs, made from the masters
+with the course's own build (:func:`crashlab.grading.build.build_course`):
+
+- ``course/`` -- the student notebooks, regenerated from the masters (answers, hidden checks and outputs
+  removed by nbgrader's preprocessors);
+- ``shared/`` -- the library, without the lesson answers (``crashlab/answers/lessonNN.py``) unless the
+  instructor releases those of lessons up to NN with ``--answers-through NN`` (lesson 2's given agents build
+  on lesson 1's answers; release them once lesson 1 is graded);
+- ``lesson-files/NN/`` -- for a lesson that runs earlier lessons' reference agents (lesson 6 runs 1 and 2's),
+  those agents, when their answers are released; the Makefile points the library at them;
+- a learner's ``README.md``, a ``Makefile`` (``make setup``, ``make lab``, ``make check NB=...`` -- the
+  self-check of :mod:`crashlab.grading.selfcheck`), ``environment.yml``, ``pyproject.toml`` and
+  ``constraints.txt``;
+- ``.github/workflows/classroom.yml`` and ``.github/classroom/grade.sh``: GitHub Classroom grading with the
+  private bundle of :mod:`crashlab.release.bundle`, fetched with the repository's secrets at grading time.
+
+No ``solutions/``, no tests (they read the masters), no compiled files, no git history of this repository.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import string
+import subprocess
+from pathlib import Path
+
+import nbformat
+
+from crashlab.grading.build import build_course
+from crashlab.grading.classroom import BUNDLE_DIR, workflow
+from crashlab.grading.notebooks import lesson_of, repo_root, written_files
+from crashlab.grading.selfcheck import ANSWERS_IMPORT
+from crashlab.release.files import TEMPLATES, library_files
+
+
+class ReleaseError(RuntimeError):
+    """The release cannot be made where asked. The message says why."""
+
+
+def _write(path: Path, text: str | bytes, executable: bool = False) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    if executable:
+        os.chmod(path, 0o755)
+
+
+def lessons_needing(course: Path) -> dict[str, set[str]]:
+    """lesson -> the earlier lessons whose answers it uses: imported by its given cells, or its agents run."""
+    needs = {}
+    for path in sorted(course.glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        wanted = set(ANSWERS_IMPORT.findall("\n".join(c.source for c in nb.cells)))
+        wanted |= set(nb.metadata.get("crashlab", {}).get("uses_lessons", []))
+        needs[lesson_of(nb)] = wanted
+    return needs
+
+
+def learner_readme(course: Path, answers_through: str | None, missing: dict[str, set[str]]) -> str:
+    rows = []
+    for path in sorted(course.glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        rows.append(f"| `course/{path.name}` | {nb.metadata.get('crashlab', {}).get('title', '')} |")
+    answers = ""
+    if answers_through:
+        answers = (f"\nThe answers to lessons up to {answers_through} are released: the library's `crashlab.answers` "
+                   "holds them, for the later lessons that build on them.\n")
+    if missing:
+        answers += ("\nSome lessons build on earlier lessons' answers that are not released yet ("
+                    + "; ".join(f"lesson {lesson} on lesson {', '.join(sorted(needs))}" for lesson, needs in
+                                sorted(missing.items()))
+                    + "): your instructor releases them once those lessons are graded.\n")
+    return string.Template((TEMPLATES / "README.md").read_text()).substitute(lessons="\n".join(rows), answers=answers)
+
+
+def gitignore(root: Path) -> str:
+    """This repository's ignore list without what concerns the masters, plus the fetched grading bundle."""
+    kept = [line for line in (root / ".gitignore").read_text().splitlines() if "solutions" not in line]
+    return "\n".join(kept + ["# the grading bundle the classroom workflow fetches", f"{BUNDLE_DIR}/"]) + "\n"
+
+
+def _commit(out: Path) -> str | None:
+    """Make ``out`` a git repository with one commit; a note when git cannot."""
+    if shutil.which("git") is None:
+        return "git is not installed: the release is a plain folder; `git init` it before pushing it"
+    identity = subprocess.run(["git", "config", "user.email"], cwd=out, capture_output=True, text=True).stdout.strip()
+    who = [] if identity else ["-c", "user.name=crashlab release", "-c", "user.email=crashlab@localhost"]
+    for command in (["init", "--quiet", "--initial-branch=main"], ["add", "--all"],
+                    [*who, "commit", "--quiet", "-m", "The course, as released to students"]):
+        subprocess.run(["git", *command], cwd=out, check=True, capture_output=True)
+    return None
+
+
+def build_release(out: Path, answers_through: str | None = None, root: Path | None = None,
+                  git: bool = True) -> list[str]:
+    """Write the student release to ``out`` (new or empty); returns notes for the instructor."""
+    root = root or repo_root()
+    out = Path(out).resolve()
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ReleaseError(f"{out} exists and is not an empty folder: give a new one")
+    solutions = root / "solutions"
+    if not any(solutions.glob("*.ipynb")):
+        raise ReleaseError(f"no master notebooks in {solutions}: run this in the course repository")
+    out.mkdir(parents=True, exist_ok=True)
+    build_course(solutions, out / "course")
+    for path in library_files(root, answers_through):
+        _write(out / path.relative_to(root), path.read_bytes())
+    for name in ("pyproject.toml", "constraints.txt"):
+        shutil.copyfile(root / name, out / name)
+    _write(out / "environment.yml", (root / "environment.yml").read_text().replace(".[test,lab]", ".[lab]"))
+    _write(out / "Makefile", (TEMPLATES / "Makefile").read_text())
+    _write(out / ".gitignore", gitignore(root))
+    _write(out / ".github" / "workflows" / "classroom.yml", workflow(solutions, bundle=True))
+    _write(out / ".github" / "classroom" / "grade.sh", (TEMPLATES / "grade.sh").read_text(), executable=True)
+
+    released = lambda lesson: answers_through is not None and lesson <= answers_through  # noqa: E731
+    needs = lessons_needing(out / "course")
+    for master in sorted(solutions.glob("*.ipynb")):
+        nb = nbformat.read(master, as_version=4)
+        lesson = lesson_of(nb)
+        if released(lesson) and any(lesson in wanted for wanted in needs.values()):
+            for name, text in written_files(nb).items():
+                _write(out / "lesson-files" / lesson / name, text)
+    missing = {lesson: {w for w in wanted if not released(w)} for lesson, wanted in needs.items()}
+    missing = {lesson: wanted for lesson, wanted in missing.items() if wanted}
+    _write(out / "README.md", learner_readme(out / "course", answers_through, missing))
+    notes = [f"lesson {lesson} builds on the answers of lesson {', '.join(sorted(wanted))}, not released: run "
+             f"`crashlab release` again with --answers-through {max(wanted)} once that is graded"
+             for lesson, wanted in sorted(missing.items())]
+    if git:
+        notes += [note for note in [_commit(out)] if note]
+    return notes
