@@ -30,7 +30,8 @@ from typing import Any, Callable
 import httpx
 
 from crashlab.eventlog import CorruptLogError
-from crashlab.order import AMOUNT, ORDER_ID, SKU, TOOL_SCHEMAS, TOOLS, order_task
+from crashlab.order import (ALL_TOOL_SCHEMAS, AMOUNT, COMPENSATION_TOOLS, ORDER_ID, PERMANENT_ERRORS, SKU, TOOLS,
+                            TOOLS_WITH_UNDO, order_task, undo_request, undo_task)
 from crashlab.world import ENV_MODEL_URL, ENV_SERVICES_URL, ENV_STATE_DIR
 
 # The model name sent with each request. The local server accepts any name; with a real key
@@ -45,6 +46,9 @@ SERVICE_PATHS = {
     "charge_card": "/payments/charges",
     "reserve_item": "/inventory/reservations",
     "send_confirmation": "/email/messages",
+    "refund_charge": "/payments/refunds",
+    "release_item": "/inventory/releases",
+    "send_cancellation": "/email/cancellations",
 }
 
 _HOW_TO_START = ("start one with `crashlab world start`, or in Python with "
@@ -67,16 +71,25 @@ class MalformedToolCall(AgentError):
 class CallFailed(AgentError):
     """A request to the world answered with an error, or never answered (``status`` is then None, and
     the request may or may not have been received). ``retryable``: sending it again may work -- no reply,
-    a 5xx, or the one 4xx of its kind that says "later" (``RETRY_LATER``)."""
+    a 5xx, or the one 4xx of its kind that says "later" (``RETRY_LATER``). ``error_type``: the error's
+    ``type`` in the reply, if any. ``permanent``: the step failed for good (a declined card, an item out of
+    stock, a rejected address: ``crashlab.order.PERMANENT_ERRORS``) -- never retryable; undo the order."""
 
     RETRY_LATER: int = 0
 
-    def __init__(self, message: str, status: int | None = None):
+    def __init__(self, message: str, status: int | None = None, error_type: str | None = None):
         super().__init__(message)
         self.status = status
+        self.error_type = error_type
+
+    @property
+    def permanent(self) -> bool:
+        return self.error_type in PERMANENT_ERRORS
 
     @property
     def retryable(self) -> bool:
+        if self.permanent:
+            return False
         return self.status is None or self.status == self.RETRY_LATER or self.status >= 500
 
 
@@ -198,17 +211,25 @@ def tool_result_message(tool_use_id: str, result: dict) -> dict:
                                          "content": json.dumps(result)}]}
 
 
+def tool_error_message(tool_use_id: str, error: Exception) -> dict:
+    """The user message that tells the model its tool call failed (``is_error``), with the error's text: offered
+    :data:`TOOLS_WITH_UNDO`, the model undoes an order whose step failed for good."""
+    return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_use_id, "is_error": True,
+                                         "content": str(error)}]}
+
+
 # --- the tools ---------------------------------------------------------------------------------------
 _JSON_TYPES = {"string": (str,), "number": (int, float)}
 
 
 def validate_tool_call(name, args) -> None:
-    """Raise :class:`MalformedToolCall` unless ``name(**args)`` matches a tool's schema exactly."""
-    if name not in TOOL_SCHEMAS:
-        raise MalformedToolCall(f"the model asked for an unknown tool {name!r}; the tools are {sorted(TOOL_SCHEMAS)}")
+    """Raise :class:`MalformedToolCall` unless ``name(**args)`` matches a tool's schema exactly (the undo tools
+    included)."""
+    if name not in ALL_TOOL_SCHEMAS:
+        raise MalformedToolCall(f"the model asked for an unknown tool {name!r}; the tools are {sorted(ALL_TOOL_SCHEMAS)}")
     if not isinstance(args, dict):
         raise MalformedToolCall(f"{name}: arguments must be an object, got {type(args).__name__}")
-    schema = TOOL_SCHEMAS[name]
+    schema = ALL_TOOL_SCHEMAS[name]
     missing = [key for key in schema["required"] if key not in args]
     if missing:
         raise MalformedToolCall(f"{name}: missing argument(s) {missing}")
@@ -256,10 +277,11 @@ def call_tool(name: str, args: dict, *, idempotency_key: str | None = None) -> d
     if reply.status_code != 200:
         try:
             error = reply.json()["error"]
-            detail = f"{error['type']}: {error['message']}"
+            detail, error_type = f"{error['type']}: {error['message']}", str(error["type"])
         except (ValueError, KeyError, TypeError):
-            detail = _one_line(reply.text)
-        raise ToolCallFailed(f"{name}: the service answered {reply.status_code} ({detail})", reply.status_code)
+            detail, error_type = _one_line(reply.text), None
+        raise ToolCallFailed(f"{name}: the service answered {reply.status_code} ({detail})", reply.status_code,
+                             error_type)
     try:
         result = reply.json()
         if not isinstance(result, dict):
@@ -282,6 +304,39 @@ def reserve_item(order_id: str, sku: str, *, idempotency_key: str | None = None)
 
 def send_confirmation(order_id: str, *, idempotency_key: str | None = None) -> dict:
     return call_tool("send_confirmation", {"order_id": order_id}, idempotency_key=idempotency_key)
+
+
+# The compensations: each undoes one step, and takes an idempotency key of its own.
+def refund_charge(order_id: str, amount: float, *, idempotency_key: str | None = None) -> dict:
+    return call_tool("refund_charge", {"order_id": order_id, "amount": amount}, idempotency_key=idempotency_key)
+
+
+def release_item(order_id: str, sku: str, *, idempotency_key: str | None = None) -> dict:
+    return call_tool("release_item", {"order_id": order_id, "sku": sku}, idempotency_key=idempotency_key)
+
+
+def send_cancellation(order_id: str, *, idempotency_key: str | None = None) -> dict:
+    return call_tool("send_cancellation", {"order_id": order_id}, idempotency_key=idempotency_key)
+
+
+def list_charges(order_id: str) -> list[dict]:
+    """The charges the payment service holds for ``order_id``, oldest first (each with its ``id`` and
+    ``amount``): how to find out whether an order was charged without relying on an idempotency key, which
+    the provider forgets after its lifetime. A read: no effect, no key."""
+    base = os.environ.get(ENV_SERVICES_URL)
+    if not base:
+        raise WorldNotRunning(f"{ENV_SERVICES_URL} is not set, so there are no services to call; {_HOW_TO_START}")
+    try:
+        reply = httpx.get(base + "/payments/charges", params={"order_id": order_id}, timeout=TOOL_TIMEOUT,
+                          headers={"X-Crashlab-Pid": str(os.getpid())})
+    except (httpx.ConnectError, httpx.ConnectTimeout):
+        raise WorldNotRunning(f"cannot reach the services at {base}; {_HOW_TO_START}") from None
+    except httpx.HTTPError as exc:
+        raise ToolCallFailed(f"list charges: no reply from the service ({type(exc).__name__})") from None
+    if reply.status_code != 200:
+        raise ToolCallFailed(f"list charges: the service answered {reply.status_code} ({_one_line(reply.text)})",
+                             reply.status_code)
+    return reply.json()["data"]
 
 
 # --- the process ---------------------------------------------------------------------------------------
@@ -314,6 +369,8 @@ def agent_main(run: Callable[[str], Any], argv: list[str] | None = None) -> None
 __all__ = [
     "AMOUNT", "ORDER_ID", "SKU", "MODEL", "MAX_TOKENS", "TOOLS", "order_task", "model_client", "call_tool",
     "charge_card", "reserve_item", "send_confirmation", "content_to_dicts", "first_tool_use",
+    "COMPENSATION_TOOLS", "TOOLS_WITH_UNDO", "undo_task", "undo_request", "refund_charge", "release_item",
+    "send_cancellation", "list_charges", "tool_error_message", "PERMANENT_ERRORS",
     "tool_result_message", "state_dir", "agent_main", "AgentError", "MalformedToolCall", "ToolCallFailed",
     "CallFailed", "ModelCallFailed", "WorldNotRunning", "validate_tool_call", "MODEL_TIMEOUT", "TOOL_TIMEOUT",
 ]

@@ -3,6 +3,11 @@
 The audit never asks the agent anything. It counts effects per kind (a duplicate is any effect of
 a kind beyond the first), model calls, and repeated model calls (a request whose message list
 equals an earlier one: the model was asked again for an answer it had already given).
+
+For an order that was undone, it also reports the order's *net* state -- charged minus refunded, reserved
+minus released, confirmations and cancellations -- and a verdict (:data:`VERDICTS`): ``completed``,
+``cleanly undone`` or ``inconsistent`` (money taken and no goods, goods held and no money, a refund without
+a charge, a double refund, ...), or ``not started``. An order with no undo effects is reported as it always was.
 """
 
 from __future__ import annotations
@@ -12,11 +17,13 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crashlab.order import EFFECT_KIND, TOOL_ORDER
+from crashlab.order import EFFECT_KIND, TOOL_ORDER, UNDO_TOOLS, order_details
 from crashlab.world import ledger
 from crashlab.world.ledger import LedgerError
 
 KINDS = tuple(EFFECT_KIND[tool] for tool in TOOL_ORDER)  # charge, reservation, confirmation
+UNDO_KINDS = tuple(EFFECT_KIND[tool] for tool in UNDO_TOOLS)  # refund, release, cancellation
+VERDICTS = ("completed", "cleanly undone", "inconsistent", "not started")
 
 
 @dataclass
@@ -42,7 +49,72 @@ class Audit:
 
     @property
     def counts(self) -> dict[str, int]:
-        return {kind: len(self.effects.get(kind, [])) for kind in KINDS}
+        """Effects per kind: the three do kinds always, an undo kind (refund, release, cancellation) once it has one."""
+        counts = {kind: len(self.effects.get(kind, [])) for kind in KINDS}
+        counts.update({kind: len(self.effects[kind]) for kind in UNDO_KINDS if self.effects.get(kind)})
+        return counts
+
+    @property
+    def compensated(self) -> bool:
+        """True once the world has recorded an undo effect (a refund, a release or a cancellation) for the order."""
+        return any(self.effects.get(kind) for kind in UNDO_KINDS)
+
+    @property
+    def net(self) -> dict:
+        """The order's net state: dollars charged minus refunded, units reserved minus released, emails sent."""
+        n = {kind: len(self.effects.get(kind, [])) for kind in KINDS + UNDO_KINDS}
+        return {"charged": (self._cents("charge") - self._cents("refund")) / 100,
+                "reserved": n["reservation"] - n["release"],
+                "confirmations": n["confirmation"], "cancellations": n["cancellation"]}
+
+    def _cents(self, kind: str) -> int:
+        amounts = (effect.get("params", {}).get("amount") for effect in self.effects.get(kind, []))
+        return sum(round(a * 100) for a in amounts if isinstance(a, (int, float)) and not isinstance(a, bool))
+
+    @property
+    def inconsistencies(self) -> list[str]:
+        """What makes the order's net state wrong, in plain words; empty for a completed or cleanly undone order."""
+        n = {kind: len(self.effects.get(kind, [])) for kind in KINDS + UNDO_KINDS}
+        net = self.net
+        price = order_details(self.order_id)[0]
+        charged, held = round(net["charged"] * 100), net["reserved"]
+        found = []
+        if n["refund"] and not n["charge"]:
+            found.append("a refund without a charge")
+        elif n["refund"] > n["charge"]:
+            found.append(f"{n['refund']} refunds for {n['charge']} charge{'s' * (n['charge'] > 1)} (a double refund)")
+        elif charged < 0:
+            found.append(f"refunded ${-charged / 100:.2f} more than was charged")
+        if n["release"] and not n["reservation"]:
+            found.append("a release without a reservation")
+        elif n["release"] > n["reservation"]:
+            found.append(f"{n['release']} releases for {n['reservation']} reservation{'s' * (n['reservation'] > 1)}")
+        if charged > 0 and held <= 0:
+            found.append(f"money taken and no goods: ${charged / 100:.2f} charged net, nothing reserved")
+        elif held > 0 and charged <= 0:
+            found.append(f"goods held and no money: {held} unit{'s' * (held > 1)} reserved, nothing charged net")
+        elif charged > 0 and held > 0:  # an order that stands
+            if charged != round(price * 100):
+                found.append(f"${charged / 100:.2f} charged net for a ${price:.2f} order")
+            if held > 1:
+                found.append(f"{held} units reserved for a one-unit order")
+            if n["cancellation"]:
+                found.append("a cancellation sent for an order that still stands")
+            elif not n["confirmation"]:
+                found.append("charged and reserved, but no confirmation sent")
+        elif any(n.values()) and not n["cancellation"]:
+            found.append("nothing charged or reserved any more, but no cancellation sent")
+        return found
+
+    @property
+    def verdict(self) -> str:
+        """``completed``, ``cleanly undone``, ``inconsistent`` (see :attr:`inconsistencies`) or ``not started``
+        (the world did nothing for the order), judged from the net state."""
+        if not any(self.effects.get(kind) for kind in KINDS + UNDO_KINDS):
+            return "not started"
+        if self.inconsistencies:
+            return "inconsistent"
+        return "completed" if self.net["charged"] > 0 else "cleanly undone"
 
     @property
     def duplicates(self) -> int:
@@ -55,7 +127,8 @@ class Audit:
 
     @property
     def missing(self) -> list[str]:
-        return [kind for kind, n in self.counts.items() if n == 0]
+        """Do kinds with no effect (an undo kind is never missing)."""
+        return [kind for kind in KINDS if not self.effects.get(kind)]
 
     @property
     def finished(self) -> bool:
@@ -67,19 +140,25 @@ class Audit:
         return [f"{n} {kind}s ({n - 1} duplicate{'s' if n > 2 else ''})" for kind, n in self.counts.items() if n > 1]
 
     def describe_problems(self) -> list[str]:
-        """Plain-language findings, e.g. ``'2 confirmations (1 duplicate)'``."""
+        """Plain-language findings, e.g. ``'2 confirmations (1 duplicate)'``. For an order that was undone, what
+        makes it inconsistent takes the place of "not finished"."""
         problems = self.duplicate_findings()
         if self.repeated_model_calls:
             problems.append(f"{self.repeated_model_calls} repeated model call(s)")
-        if not self.finished:
+        if self.compensated:
+            problems += self.inconsistencies
+        elif not self.finished:
             problems.append("not finished" + (f" (no {', no '.join(self.missing)})" if self.missing else
                                               " (the model never gave its final answer)"))
         return problems
 
     def as_dict(self) -> dict:
-        return {"order_id": self.order_id, "effects": self.counts, "duplicates": self.duplicates,
+        data = {"order_id": self.order_id, "effects": self.counts, "duplicates": self.duplicates,
                 "model_calls": self.model_calls, "repeated_model_calls": self.repeated_model_calls,
                 "rejected_model_calls": self.rejected_model_calls, "finished": self.finished}
+        if self.compensated:  # only then: an order never undone is reported as it always was
+            data.update(net=self.net, verdict=self.verdict, inconsistencies=self.inconsistencies)
+        return data
 
     def as_json(self) -> dict:
         """Everything, as plain JSON: what the world's admin API sends to the harness."""
@@ -97,6 +176,12 @@ class Audit:
     def __str__(self) -> str:
         effects = ", ".join(f"{kind} x{n}" for kind, n in self.counts.items())
         verdict = "; ".join(self.describe_problems()) or "clean"
+        if self.compensated:
+            net, problems = self.net, "; ".join(self.describe_problems())
+            charged = f"-${-net['charged']:.2f}" if net["charged"] < 0 else f"${net['charged']:.2f}"
+            return (f"audit of {self.order_id}: {effects}; net: charged {charged}, reserved "
+                    f"{net['reserved']}; model calls {self.model_calls} (repeated {self.repeated_model_calls}); "
+                    f"{self.verdict}" + (f" -- {problems}" if problems else ""))
         return (f"audit of {self.order_id}: {effects}; model calls {self.model_calls} "
                 f"(repeated {self.repeated_model_calls}); finished {self.finished} -- {verdict}")
 

@@ -23,7 +23,7 @@ def _world_start(args) -> int:
 
     try:
         world = World.start(args.state, fresh=not args.keep, port=args.port, stop_with_parent=not args.detach,
-                            key_lease=args.key_lease)
+                            key_lease=args.key_lease, key_lifetime=args.key_lifetime)
     except WorldError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -309,6 +309,9 @@ def build_parser() -> Parser:
     start.add_argument("--key-lease", type=check.positive_seconds, default=None,
                        help="seconds an idempotency key stays claimed by a request that never completes "
                             "(a world killed mid-request) before another request may take it over (default 5)")
+    start.add_argument("--key-lifetime", type=check.positive_seconds, default=None,
+                       help="seconds after its first use that a completed idempotency key is forgotten, as payment "
+                            "providers forget keys after about a day (default: never); a retry after that is a new effect")
     start.add_argument("--detach", action="store_true", help="return at once and leave the world running")
     start.set_defaults(func=_world_start)
     stop = world_sub.add_parser("stop", help="stop a world started with --detach")

@@ -11,6 +11,10 @@ started (:mod:`crashlab.processes`), no wait is without a timeout, and every scr
 harness made is removed when its run ends, also on an error or Ctrl-C (:mod:`crashlab.scratch`).
 On Ctrl-C (or SIGTERM, in the CLI) the rows under way do not run on to their timeout: their agent
 processes are killed at once, and no row starts another (:class:`_Rows`).
+
+The failure path (``fail="reserve_item"``, say): every row's world is told first that the step fails for good
+for the order, and a correct agent undoes what it did -- the points are those of the do steps up to the failure
+and of the undo steps (:func:`crashlab.order.failure_points`), and the expected end is ``cleanly undone``.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from pathlib import Path
 from crashlab.audit import Audit, Event
 from crashlab import processes, sandbox as sandboxes
 from crashlab.launcher import WarmLauncher
-from crashlab.order import ORDER_ID, TOOL_ORDER, check_crash_point, default_points
+from crashlab.order import (ORDER_ID, TOOL_ORDER, check_crash_point, check_failure, default_points, failure_path,
+                            failure_points)
 from crashlab.scratch import remove_scratch
 from crashlab.world import World
 
@@ -39,6 +44,12 @@ from crashlab.world import World
 EXPECTATIONS = {
     "durable": "0 duplicates, finished, no repeated model call except one at after:model#N",
     "no-repeats": "finished, no repeated model call except one at after:model#N (duplicates allowed)",
+    "observe": "no verdict: report what happens",
+}
+# The same, through the failure path: the order is to end cleanly undone, not finished.
+FAILURE_EXPECTATIONS = {
+    "durable": "0 duplicates, cleanly undone, no repeated model call except one at after:model#N",
+    "no-repeats": "cleanly undone, no repeated model call except one at after:model#N (duplicates allowed)",
     "observe": "no verdict: report what happens",
 }
 BASELINE = "(no crash)"
@@ -83,6 +94,7 @@ class Row:
     problems: list[str] = field(default_factory=list)
     runs: list[ProcessRun] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    verdict: str | None = None  # through the failure path: the audit's verdict (finished = cleanly undone)
 
     @property
     def ok(self) -> bool:
@@ -95,7 +107,8 @@ class Row:
                 "recovery_s": None if self.recovery_s is None else round(self.recovery_s, 3),
                 "ok": self.ok, "problems": self.problems,
                 "runs": [{"pid": r.pid, "returncode": r.returncode, "seconds": round(r.seconds, 3),
-                          "timed_out": r.timed_out} for r in self.runs]}
+                          "timed_out": r.timed_out} for r in self.runs]} | ({} if self.verdict is None else
+                                                                             {"verdict": self.verdict})
 
 
 def run_python(args: list[str], env: dict | None = None, timeout: float = 60.0,
@@ -284,8 +297,10 @@ def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, ex
     return _Running(process, started, output_dir)
 
 
-def judge(point: str, audit: Audit, reached: bool, last: ProcessRun | None, expect: str) -> list[str]:
-    """The problems at one crash point, each naming the point and what went wrong."""
+def judge(point: str, audit: Audit, reached: bool, last: ProcessRun | None, expect: str,
+          fail: str | None = None) -> list[str]:
+    """The problems at one crash point, each naming the point and what went wrong. With ``fail`` (the step that
+    fails for good) the order must end cleanly undone instead of finished."""
     if not reached:
         return []  # already reported by the caller
     problems = []
@@ -301,12 +316,21 @@ def judge(point: str, audit: Audit, reached: bool, last: ProcessRun | None, expe
                         f"again for an answer that was already recorded" + (" (1 is the unavoidable window here)"
                                                                              if allowed else ""))
     turns = len(TOOL_ORDER) + 1  # one model call per tool, then the final answer
+    if fail is not None:  # one per do step up to the failure, at most one per undo step, and the final answer
+        turns = sum(map(len, failure_path(check_failure(fail)[0]))) + 1
     if audit.model_calls > turns + allowed and audit.repeated_model_calls <= allowed:
         problems.append(f"{point}: {audit.model_calls} model calls for a {turns}-turn order -- the model was asked "
                         f"again for turns it had already answered (a reworded conversation is still a repeat)")
     if expect == "durable" and audit.duplicates:
         problems.append(f"{point}: " + ", ".join(audit.duplicate_findings()))
-    if not audit.finished:
+    if fail is not None:
+        if audit.verdict != "cleanly undone":
+            if audit.verdict == "completed":
+                why = f"{fail} failed for good, yet the order completed"
+            else:
+                why = "; ".join(audit.inconsistencies) or "the world did nothing for it, not even a cancellation"
+            problems.append(f"{point}: the order was not cleanly undone ({audit.verdict}: {why})")
+    elif not audit.finished:
         what = f"missing {', '.join(audit.missing)}" if audit.missing else "the model never gave its final answer"
         problems.append(f"{point}: the order did not finish ({what})")
     return problems
@@ -315,31 +339,36 @@ def judge(point: str, audit: Audit, reached: bool, last: ProcessRun | None, expe
 def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect: str = "durable",
               workdir: Path | None = None, timeout: float = 60.0, keep: bool = False, resumers: int = 1,
               then_crash_at: str | None = None, faults: list[tuple] | None = None, extra_env: dict | None = None,
-              launcher: "WarmLauncher | str | None" = None) -> Row:
+              launcher: "WarmLauncher | str | None" = None, fail: str | None = None) -> Row:
     """One row of the matrix: a fresh world, a crash at ``point`` (or none for the baseline), a resume.
 
     - ``resumers``: how many resume processes start at once after the crash (they race);
     - ``then_crash_at``: a second crash point for the first resume (a double crash), then a clean resume;
     - ``faults``: ``(name, times, arg)`` faults armed in the world first, e.g. ``("lost_ack:charge_card", 1, None)``;
     - ``launcher``: a running :class:`~crashlab.launcher.WarmLauncher`, or None (or ``"exec"``) for a new
-      interpreter per process.
+      interpreter per process;
+    - ``fail``: ``TOOL`` or ``TOOL:REASON``, a step told to fail for good for the order before the first run
+      (the failure path: the order must end cleanly undone).
     """
     base = Path(tempfile.mkdtemp(prefix="row-", dir=workdir))
     try:
         with sandboxes.crash_user(home=base):  # while grading: the row's processes, all killed after each crash
             return _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_crash_at, faults,
-                              extra_env, launcher)
+                              extra_env, launcher, fail)
     finally:
         if not keep:
             remove_scratch(base)
 
 
 def _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_crash_at, faults, extra_env,
-               launcher) -> Row:
+               launcher, fail=None) -> Row:
+    failing = check_failure(fail) if fail is not None else None  # before any world starts
     sandboxes.give(base)
     world = World.start(base / "world")
     label = point if then_crash_at is None else f"{point} + {then_crash_at}"
     try:
+        if failing is not None:
+            world.fail_permanently(order_id, *failing)
         for name, times, arg in faults or []:
             world.inject(name, times, arg)
         runs: list[ProcessRun] = []
@@ -372,9 +401,11 @@ def _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_cra
             last = finished_ok[0] if finished_ok else resumes[0]
             recovery = max(r.ended for r in resumes) - min(r.started for r in resumes)
         audit = world.audit(order_id)
-        problems += judge(label, audit, reached, last, expect)
+        problems += judge(label, audit, reached, last, expect, fail)
+        ended = audit.verdict == "cleanly undone" if fail is not None else audit.finished
         return Row(label, reached, audit.counts, audit.duplicates, audit.model_calls, audit.repeated_model_calls,
-                   audit.finished and (last is None or last.returncode == 0), recovery, problems, runs, audit.events)
+                   ended and (last is None or last.returncode == 0), recovery, problems, runs, audit.events,
+                   audit.verdict if fail is not None else None)
     finally:
         world.stop()
 
@@ -395,13 +426,23 @@ def _resume(agent, world, order_id, count, timeout, extra_env, launcher) -> list
         raise
 
 
-def double_crash_pairs(sample: int | None = 6) -> list[tuple[str, str]]:
+def double_crash_pairs(sample: int | None = 6, fail: str | None = None) -> list[tuple[str, str]]:
     """Pairs (first crash, crash during the resume) that a correct resume always reaches: the second
-    point is at a tool that comes after the first point's step, so no durable record can skip it."""
+    point is at a tool that comes after the first point's step, so no durable record can skip it. With
+    ``fail``, the tools of the failure path (the do steps up to the failure, then the undo steps); a model
+    call is paired only for a do step (code that owns the undo asks the model nothing for it)."""
+    if fail is None:
+        tools = list(TOOL_ORDER)
+    else:
+        do, undo = failure_path(check_failure(fail)[0])
+        tools = do + undo
     pairs = []
-    for i, first_tool in enumerate(TOOL_ORDER):
-        for later in TOOL_ORDER[i + 1:]:
-            for first in (f"after:model#{i + 1}", f"before:{first_tool}", f"after:{first_tool}"):
+    for i, first_tool in enumerate(tools):
+        for later in tools[i + 1:]:
+            firsts = [f"before:{first_tool}", f"after:{first_tool}"]
+            if first_tool in TOOL_ORDER:
+                firsts.insert(0, f"after:model#{i + 1}")
+            for first in firsts:
                 pairs.append((first, f"after:{later}"))
     if sample is not None and sample < len(pairs):
         step = len(pairs) / sample
@@ -409,10 +450,12 @@ def double_crash_pairs(sample: int | None = 6) -> list[tuple[str, str]]:
     return pairs
 
 
-def resolve_points(points: str | list[str]) -> list[str]:
-    """``"all"`` means every point of the order task; otherwise a list or a comma-separated string."""
+def resolve_points(points: str | list[str], fail: str | None = None) -> list[str]:
+    """``"all"`` means every point of the order task (with ``fail``, of its failure path); otherwise a list or a
+    comma-separated string."""
     if isinstance(points, str):
-        points = default_points() if points == "all" else [p.strip() for p in points.split(",") if p.strip()]
+        every = default_points() if fail is None else failure_points(check_failure(fail)[0])
+        points = every if points == "all" else [p.strip() for p in points.split(",") if p.strip()]
     return [check_crash_point(p) for p in points]  # ValueError for a point no run could reach
 
 
@@ -425,10 +468,15 @@ class Matrix:
     seconds: float
     resumers: int = 1
     launcher: str = "warm"
+    fail: str | None = None  # TOOL:REASON of the failure path, or None
 
     @property
     def ok(self) -> bool:
         return all(row.ok for row in self.rows)
+
+    @property
+    def expectation(self) -> str:
+        return (EXPECTATIONS if self.fail is None else FAILURE_EXPECTATIONS)[self.expect]
 
     def problems(self) -> list[str]:
         return [problem for row in self.rows for problem in row.problems]
@@ -438,18 +486,21 @@ class Matrix:
 
     def as_dict(self) -> dict:
         return {"agent": self.agent, "order_id": self.order_id, "expect": self.expect, "resumers": self.resumers,
-                "launcher": self.launcher,
-                "expectation": EXPECTATIONS[self.expect], "ok": self.ok, "seconds": round(self.seconds, 2),
+                "launcher": self.launcher, **({} if self.fail is None else {"fail": self.fail}),
+                "expectation": self.expectation, "ok": self.ok, "seconds": round(self.seconds, 2),
                 "rows": [row.as_dict() for row in self.rows]}
 
     def table(self) -> str:
         header = ["crash point", "reached", "duplicates", "model calls", "repeated", "finished", "recovery"]
+        if self.fail is not None:
+            header[5] = "outcome"
         if self.expect != "observe":
             header.append("verdict")
         lines = []
         for row in self.rows:
             cells = [row.point, "yes" if row.reached else "NO", str(row.duplicates), str(row.model_calls),
-                     str(row.repeated_model_calls), "yes" if row.finished else "NO",
+                     str(row.repeated_model_calls),
+                     (row.verdict or "-") if self.fail is not None else "yes" if row.finished else "NO",
                      "-" if row.recovery_s is None else f"{row.recovery_s:5.2f} s"]
             if self.expect != "observe":
                 cells.append("ok" if row.ok else "FAIL")
@@ -461,7 +512,10 @@ class Matrix:
         return "\n".join(out)
 
     def __str__(self) -> str:
-        title = f"{Path(self.agent).name} on {self.order_id} -- expected: {EXPECTATIONS[self.expect]}"
+        title = f"{Path(self.agent).name} on {self.order_id} -- expected: {self.expectation}"
+        if self.fail is not None:
+            title = f"{Path(self.agent).name} on {self.order_id}, {self.fail} failing for good -- expected: " \
+                    f"{self.expectation}"
         if self.resumers > 1:
             title += f"\n({self.resumers} resume processes started at once after each crash)"
         text = f"{title}\n{self.table()}"
@@ -480,13 +534,17 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
                progress: bool = True, workdir: str | Path | None = None, resumers: int = 1,
                double: list[tuple[str, str]] | None = None, faults: list[tuple] | None = None,
                extra_env: dict | None = None, launcher: "str | WarmLauncher" = "warm",
-               preload: tuple[str, ...] = ()) -> Matrix:
+               preload: tuple[str, ...] = (), fail: str | None = None) -> Matrix:
     """Run the crash matrix: one row per crash point (plus a clean baseline run).
 
     ``double`` adds rows with a second crash during the resume (see :func:`double_crash_pairs`);
     ``resumers`` starts that many resume processes at once; ``faults`` are armed in every row's world;
     ``launcher`` is ``"warm"`` (fork from a warm interpreter, with ``preload`` imported), ``"exec"``, or a
     running :class:`~crashlab.launcher.WarmLauncher` to share between several matrices.
+
+    ``fail`` (``"reserve_item"``, ``"reserve_item:out_of_stock"``, ``"out_of_stock"``) runs the matrix through the
+    failure path: that step fails for good for the order in every row, ``"all"`` means the points of the do
+    steps up to it and of the undo steps, and each row must end ``cleanly undone`` (see :data:`FAILURE_EXPECTATIONS`).
     """
     agent = Path(agent)
     if not agent.is_file():
@@ -496,8 +554,10 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
     shared = launcher if isinstance(launcher, WarmLauncher) else None
     if shared is None and launcher not in ("warm", "exec"):
         raise ValueError("launcher must be 'warm', 'exec' or a WarmLauncher")
+    if fail is not None:
+        fail = "{}:{}".format(*check_failure(fail))  # ValueError, one line, before any world starts
     todo: list[tuple[str, str | None]] = [(BASELINE, None)] if baseline else []
-    todo += [(p, None) for p in resolve_points(points)]
+    todo += [(p, None) for p in resolve_points(points, fail)]
     for first, second in double or []:
         resolve_points([first, second])
         todo.append((first, second))
@@ -514,7 +574,7 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = [pool.submit(rows_running.run, crash_row, agent, p, order_id, expect=expect, workdir=workdir,
                                    timeout=timeout, resumers=resumers, then_crash_at=second, faults=faults,
-                                   extra_env=extra_env, launcher=warm) for p, second in todo]
+                                   extra_env=extra_env, launcher=warm, fail=fail) for p, second in todo]
             try:
                 if progress:
                     from tqdm.auto import tqdm  # a widget in a notebook (not text on the red stderr), else stderr
@@ -533,7 +593,8 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
         if own_dir:
             remove_scratch(workdir)
     return Matrix(str(agent), order_id, expect, rows, time.time() - started, resumers=resumers,
-                  launcher="warm" if shared else launcher)
+                  launcher="warm" if shared else launcher, fail=fail)
 
 
-__all__ = ["crash_test", "crash_row", "run_agent", "run_python", "start_agent", "double_crash_pairs", "Matrix", "Row", "ProcessRun", "EXPECTATIONS", "BASELINE"]
+__all__ = ["crash_test", "crash_row", "run_agent", "run_python", "start_agent", "double_crash_pairs", "Matrix", "Row",
+           "ProcessRun", "EXPECTATIONS", "FAILURE_EXPECTATIONS", "BASELINE"]

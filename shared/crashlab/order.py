@@ -1,4 +1,5 @@
-"""The one order task that runs through every lesson, the order catalogue, and the tools the model may pick."""
+"""The one order task that runs through every lesson, the order catalogue, and the tools the model may pick:
+the three that do the order and, for the compensation lesson, the three that undo it."""
 
 from __future__ import annotations
 
@@ -23,12 +24,31 @@ SOAK_ORDER_PATTERN = r"ORD-SOAK-\d+"
 # The three side-effecting tools, in the order the task asks for them.
 TOOL_ORDER = ("charge_card", "reserve_item", "send_confirmation")
 
+# The compensating tools: each undoes one kind of effect, with an idempotency key of its own.
+UNDO_TOOLS = ("refund_charge", "release_item", "send_cancellation")
+ALL_TOOLS = TOOL_ORDER + UNDO_TOOLS
+# Which compensation undoes which step. An email cannot be unsent: a confirmation is answered by the
+# cancellation that ends every undo.
+COMPENSATION = {"charge_card": "refund_charge", "reserve_item": "release_item", "send_confirmation": "send_cancellation"}
+
 # Which service each tool talks to, and the kind of effect the world records for it.
 EFFECT_KIND = {
     "charge_card": "charge",
     "reserve_item": "reservation",
     "send_confirmation": "confirmation",
+    "refund_charge": "refund",
+    "release_item": "release",
+    "send_cancellation": "cancellation",
 }
+
+# Permanent failures the world can be told to give, per order and tool (World.fail_permanently): the reason
+# (the error's ``type``) and its HTTP status. None of them is retryable: the same call fails the same way.
+FAILURE_REASONS = {
+    "charge_card": {"card_declined": 402},
+    "reserve_item": {"out_of_stock": 422},
+    "send_confirmation": {"address_rejected": 422},
+}
+PERMANENT_ERRORS = frozenset(reason for reasons in FAILURE_REASONS.values() for reason in reasons)
 
 TOOLS = [
     {
@@ -68,6 +88,53 @@ TOOLS = [
 
 TOOL_SCHEMAS = {tool["name"]: tool["input_schema"] for tool in TOOLS}
 
+# The undo tools, offered to the model only by agents that pass TOOLS_WITH_UNDO: TOOLS, which every other lesson
+# sends, stays as it is.
+COMPENSATION_TOOLS = [
+    {
+        "name": "refund_charge",
+        "description": "Refund an order's charge to the customer's card (undoes charge_card). Amount in US dollars.",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "order_id": {"type": "string"},
+                "amount": {"type": "number"},
+            },
+            "required": ["order_id", "amount"],
+        },
+    },
+    {
+        "name": "release_item",
+        "description": "Release the unit of a stock-keeping unit reserved for an order (undoes reserve_item).",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "order_id": {"type": "string"},
+                "sku": {"type": "string"},
+            },
+            "required": ["order_id", "sku"],
+        },
+    },
+    {
+        "name": "send_cancellation",
+        "description": "Email the customer that their order is cancelled.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"order_id": {"type": "string"}},
+            "required": ["order_id"],
+        },
+    },
+]
+TOOLS_WITH_UNDO = TOOLS + COMPENSATION_TOOLS
+ALL_TOOL_SCHEMAS = {tool["name"]: tool["input_schema"] for tool in TOOLS_WITH_UNDO}
+
+
+def undo_steps(done) -> list[str]:
+    """The compensations that undo the steps in ``done``, in reverse order of the steps, then the cancellation
+    (an email cannot be taken back, so the notice that ends the undo comes last, and always)."""
+    steps = [COMPENSATION[tool] for tool in reversed(TOOL_ORDER) if tool in done and tool != "send_confirmation"]
+    return steps + ["send_cancellation"]
+
 
 def order_details(order_id: str) -> tuple[float, str]:
     """``(amount, sku)`` of an order: from :data:`CATALOGUE`; for a soak order (``ORD-SOAK-0042``), an amount
@@ -90,14 +157,16 @@ def effect_mismatches(order_id: str, effects: dict[str, list[dict]]) -> list[str
     reservation of another SKU (``effects`` as in an audit: kind -> effects, each with its ``params``)."""
     amount, sku = order_details(order_id)
     wrong = []
-    for effect in effects.get("charge", []):
-        charged = effect.get("params", {}).get("amount")
-        if not isinstance(charged, (int, float)) or round(charged * 100) != round(amount * 100):
-            wrong.append(f"charged {charged!r} instead of ${amount:.2f}")
-    for effect in effects.get("reservation", []):
-        reserved = effect.get("params", {}).get("sku")
-        if reserved != sku:
-            wrong.append(f"reserved {reserved!r} instead of {sku}")
+    for kind, verb in (("charge", "charged"), ("refund", "refunded")):
+        for effect in effects.get(kind, []):
+            value = effect.get("params", {}).get("amount")
+            if not isinstance(value, (int, float)) or round(value * 100) != round(amount * 100):
+                wrong.append(f"{verb} {value!r} instead of ${amount:.2f}")
+    for kind, verb in (("reservation", "reserved"), ("release", "released")):
+        for effect in effects.get(kind, []):
+            value = effect.get("params", {}).get("sku")
+            if value != sku:
+                wrong.append(f"{verb} {value!r} instead of {sku}")
     return wrong
 
 
@@ -114,6 +183,21 @@ def order_task(order_id: str = ORDER_ID, amount: float | None = None, sku: str |
     )
 
 
+def undo_task(order_id: str = ORDER_ID) -> str:
+    """A task that asks for a whole order to be undone (its charge, its reservation, then a cancellation). The
+    world's model undoes it only when the request offers the undo tools (:data:`TOOLS_WITH_UNDO`)."""
+    amount, sku = order_details(order_id)
+    return (f"Undo order {order_id}: it was charged ${amount:.2f} and item {sku} was reserved. Release the item, "
+            "refund the charge, then send a cancellation. Call exactly one tool per turn, in that order, and say "
+            "that you are done once the order is undone.")
+
+
+def undo_request(order_id: str = ORDER_ID) -> str:
+    """A later user message asking to undo ``order_id``: the model undoes what the conversation shows was done."""
+    return (f"The customer cancelled order {order_id}: undo every step that was done, in reverse order, one tool "
+            "per turn, then send a cancellation.")
+
+
 def default_points(model_calls: int = len(TOOL_ORDER) + 1) -> list[str]:
     """Every crash point a correct run of the order task passes through, in order.
 
@@ -128,12 +212,47 @@ def default_points(model_calls: int = len(TOOL_ORDER) + 1) -> list[str]:
     return points
 
 
+def check_failure(text: str) -> tuple[str, str]:
+    """``TOOL``, ``TOOL:REASON`` or ``REASON`` (``reserve_item``, ``reserve_item:out_of_stock``, ``out_of_stock``)
+    as ``(tool, reason)``; ValueError in one line otherwise."""
+    tool, _, reason = str(text).strip().partition(":")
+    by_reason = {r: t for t, reasons in FAILURE_REASONS.items() for r in reasons}
+    if not reason and tool in by_reason:
+        tool, reason = by_reason[tool], tool
+    forms = ", ".join(f"{t}:{r}" for t, reasons in FAILURE_REASONS.items() for r in reasons)
+    if tool not in FAILURE_REASONS:
+        raise ValueError(f"no permanent failure for {text!r}: name a step that can fail for good ({forms})")
+    reason = reason or next(iter(FAILURE_REASONS[tool]))
+    if reason not in FAILURE_REASONS[tool]:
+        raise ValueError(f"{tool} cannot fail with {reason!r}: it fails with {', '.join(FAILURE_REASONS[tool])}")
+    return tool, reason
+
+
+def failure_path(tool: str) -> tuple[list[str], list[str]]:
+    """The steps an order runs when ``tool`` fails for good: ``(do, undo)`` -- the do steps up to and including
+    the failing one, then the compensations of those that succeeded (:func:`undo_steps`)."""
+    do = list(TOOL_ORDER[:TOOL_ORDER.index(tool) + 1])
+    return do, undo_steps(do[:-1])
+
+
+def failure_points(tool: str) -> list[str]:
+    """Every crash point of the failure path when ``tool`` fails for good: the model calls that choose the do
+    steps, every do step (the failing one too: its ``after:`` is once the world has answered the failure) and
+    every undo step. No model call after the failure: code that owns the compensation asks the model nothing."""
+    do, undo = failure_path(tool)
+    points = default_points(len(do))
+    for step in undo:
+        points += [f"before:{step}", f"after:{step}"]
+    return points
+
+
 def check_crash_point(text: str) -> str:
     """``text`` as a crash point (``before:OP`` / ``after:OP``, OP = ``model#N`` with N >= 1 or a tool of the
     order), normalised; ValueError saying what is wrong otherwise. A point no run can reach (a tool that
-    does not exist) is refused here rather than reported as "never reached" after a whole run."""
+    does not exist) is refused here rather than reported as "never reached" after a whole run. The undo tools
+    (:data:`UNDO_TOOLS`) are tools of the order too."""
     when, colon, op = (part.strip() for part in text.partition(":"))
-    forms = f"before:OP or after:OP, OP = model#N (N >= 1) or a tool: {', '.join(TOOL_ORDER)}"
+    forms = f"before:OP or after:OP, OP = model#N (N >= 1) or a tool: {', '.join(ALL_TOOLS)}"
     if when not in ("before", "after") or not colon:
         raise ValueError(f"crash point {text!r} is not {forms}")
     model = re.fullmatch(r"model#(\d+)", op)
@@ -141,8 +260,8 @@ def check_crash_point(text: str) -> str:
         if int(model.group(1)) < 1:
             raise ValueError(f"crash point {text!r}: model calls are counted from 1 (model#1 is the first)")
         return f"{when}:model#{int(model.group(1))}"
-    if op not in TOOL_ORDER:
-        close = difflib.get_close_matches(op, list(TOOL_ORDER), n=1)
+    if op not in ALL_TOOLS:
+        close = difflib.get_close_matches(op, list(ALL_TOOLS), n=1)
         hint = f"did you mean {when}:{close[0]}? " if close else ""
-        raise ValueError(f"crash point {text!r}: unknown tool {op!r}: {hint}OP is model#N or one of {', '.join(TOOL_ORDER)}")
+        raise ValueError(f"crash point {text!r}: unknown tool {op!r}: {hint}OP is model#N or one of {', '.join(ALL_TOOLS)}")
     return f"{when}:{op}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import select
 import shutil
@@ -80,7 +81,8 @@ class World:
     # --- life cycle -----------------------------------------------------------------------------
     @classmethod
     def start(cls, state_dir: str | os.PathLike | None = None, *, fresh: bool = True, port: int = 0,
-              timeout: float = 15.0, stop_with_parent: bool = True, key_lease: float | None = None) -> "World":
+              timeout: float = 15.0, stop_with_parent: bool = True, key_lease: float | None = None,
+              key_lifetime: float | None = None) -> "World":
         """Start a world in its own process, with its state in ``state_dir``.
 
         The world deletes nothing it did not create. ``state_dir`` must not exist, be empty, or be a folder
@@ -94,7 +96,9 @@ class World:
 
         ``key_lease``: how long (seconds) an idempotency key stays in flight before a request with that
         key may take it over, in case the request that held it died with the world (see ``server.py``);
-        None means :data:`KEY_LEASE`.
+        None means :data:`KEY_LEASE`. ``key_lifetime``: how long (seconds) after its first use a completed
+        key is remembered; after that it is forgotten and a request with it is a new effect, as at payment
+        providers, which keep keys for about a day. None (the default) remembers keys for ever.
 
         With ``stop_with_parent`` the server exits on its own when this process dies, so a killed
         kernel or test run never leaves a server behind.
@@ -102,6 +106,10 @@ class World:
         key_lease = KEY_LEASE if key_lease is None else key_lease
         if not key_lease > 0:
             raise WorldError(f"key_lease must be a positive number of seconds, got {key_lease!r}")
+        if key_lifetime is not None and not (isinstance(key_lifetime, (int, float)) and not isinstance(key_lifetime, bool)
+                                             and 0 < key_lifetime < float("inf")):
+            raise WorldError(f"key_lifetime must be a positive number of seconds or None (never forget), "
+                             f"got {key_lifetime!r}")
         scratch = not state_dir  # None or "": a scratch folder, as before
         state_dir = Path(tempfile.mkdtemp(prefix="crashlab-world-") if scratch else state_dir).resolve()
         _take_folder(state_dir)
@@ -122,6 +130,8 @@ class World:
             ledgers, ready_arg = state_dir / "ledgers", ["--ready-file", str(ready)]
         cmd = [sys.executable, "-P", "-m", "crashlab.world.server", "--state", str(ledgers), "--port", str(port),
                "--key-lease", str(key_lease), *ready_arg]
+        if key_lifetime is not None:
+            cmd += ["--key-lifetime", repr(float(key_lifetime))]
         if stop_with_parent:
             cmd += ["--parent-pid", str(os.getpid())]
         give(state_dir)  # while grading as root, the agents (the sandbox user) keep their state here
@@ -267,14 +277,15 @@ class World:
     def inject(self, fault: str, times: int = 1, arg: str | None = None) -> None:
         """Arm a fault: ``lost_ack:TOOL`` (commit, then drop the reply), ``latency:TOOL`` (arg: seconds
         in flight), ``refuse:TOOL`` (answer with the status in arg, 400 or 503 say, and do nothing),
-        ``malformed_reply`` (arg: unknown_tool, missing_args or bad_type)."""
-        from crashlab.order import TOOL_ORDER
+        ``malformed_reply`` (arg: unknown_tool, missing_args or bad_type). TOOL may be an undo tool too.
+        For a step that fails for good, see :meth:`fail_permanently`."""
+        from crashlab.order import ALL_TOOLS
         from crashlab.world.policy import MALFORMED_REPLIES
 
         kind, _, tool = fault.partition(":")
-        if fault != "malformed_reply" and (kind not in ("lost_ack", "latency", "refuse") or tool not in TOOL_ORDER):
+        if fault != "malformed_reply" and (kind not in ("lost_ack", "latency", "refuse") or tool not in ALL_TOOLS):
             raise ValueError(f"unknown fault {fault!r}: lost_ack:TOOL, latency:TOOL, refuse:TOOL (TOOL one of "
-                             f"{', '.join(TOOL_ORDER)}) or malformed_reply -- an unknown fault would never fire")
+                             f"{', '.join(ALL_TOOLS)}) or malformed_reply -- an unknown fault would never fire")
         if kind == "latency" and not _is_seconds(arg):
             raise ValueError(f"{fault} needs arg= seconds in flight, such as '0.5', got {arg!r}")
         if fault == "malformed_reply" and arg not in MALFORMED_REPLIES:
@@ -282,6 +293,37 @@ class World:
         if fault.startswith("refuse:") and not (arg is None or (str(arg).isdigit() and 400 <= int(arg) <= 599)):
             raise ValueError(f"{fault} needs arg= an HTTP error status such as '400' or '503', got {arg!r}")
         self._admin("POST", "faults", json={"name": fault, "remaining": times, "arg": arg})
+
+    def fail_permanently(self, order_id: str, tool: str, reason: str | None = None) -> None:
+        """Make every call of ``tool`` for ``order_id`` fail for good, until :meth:`clear_failure`: the card
+        declined (``charge_card``: 402 ``card_declined``), the item out of stock (``reserve_item``: 422
+        ``out_of_stock``), the address rejected (``send_confirmation``: 422 ``address_rejected``). The service
+        does nothing and answers the error, whose ``type`` is the reason; an agent's ``ToolCallFailed`` says
+        ``permanent`` and not ``retryable``. ``reason`` defaults to the tool's own. Kept in the control ledger, so
+        it outlives a crash and a restart with ``--keep``. ``tool`` may also be ``TOOL:REASON`` or the reason alone
+        (``world.fail_permanently("ORD-8842", "out_of_stock")``)."""
+        from crashlab.order import check_failure
+
+        _check_order_id("fail_permanently", order_id)
+        try:
+            tool, reason = check_failure(f"{tool}" if reason is None else f"{tool}:{reason}")
+        except ValueError as exc:
+            raise ValueError(f"fail_permanently: {exc}") from None
+        self._admin("POST", "failures", json={"order_id": order_id, "tool": tool, "reason": reason})
+
+    def clear_failure(self, order_id: str, tool: str | None = None) -> None:
+        """Undo :meth:`fail_permanently` for ``tool`` of ``order_id`` (every tool with None). A key whose
+        request got the failure keeps it, as a provider keeps a declined request's answer under its key."""
+        from crashlab.order import FAILURE_REASONS
+
+        _check_order_id("clear_failure", order_id)
+        if tool is not None and tool not in FAILURE_REASONS:
+            raise ValueError(f"clear_failure: {tool!r} is not a step that can fail for good ({', '.join(FAILURE_REASONS)})")
+        self._admin("POST", "failures", json={"order_id": order_id, "tool": tool, "reason": None})
+
+    def permanent_failures(self) -> list[dict]:
+        """The permanent failures armed: ``[{"order_id", "tool", "reason"}, ...]``."""
+        return self._admin("GET", "failures")["failures"]
 
     def flaky(self, seconds: float, status: int = 503, model_status: int | None = 529) -> None:
         """Make the world flaky for ``seconds``: every service request is answered ``status`` (503) and does
@@ -320,6 +362,13 @@ class World:
 
     def __repr__(self) -> str:
         return f"World(url={self.url!r}, state_dir={str(self.state_dir)!r})"
+
+
+def _check_order_id(what: str, order_id) -> None:
+    from crashlab.order import ORDER_ID_PATTERN
+
+    if not (isinstance(order_id, str) and re.fullmatch(ORDER_ID_PATTERN, order_id)):
+        raise ValueError(f"{what} needs an order id such as {ORDER_ID}, got {order_id!r}")
 
 
 def _signal_group(pid: int, sig: int) -> None:

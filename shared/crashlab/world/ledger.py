@@ -70,6 +70,12 @@ CREATE TABLE IF NOT EXISTS flaky (     -- a time-bounded fault: every request fa
     model_status INTEGER,              -- what the model answers (NULL: the model is left alone)
     refused      INTEGER NOT NULL DEFAULT 0  -- requests answered with an error so far
 );
+CREATE TABLE IF NOT EXISTS failures (  -- permanent failures: every call of this tool for this order fails
+    order_id TEXT NOT NULL,
+    tool     TEXT NOT NULL,
+    reason   TEXT NOT NULL,            -- the error's type, e.g. 'out_of_stock'
+    PRIMARY KEY (order_id, tool)
+);
 """
 
 
@@ -126,20 +132,27 @@ def with_schema(path: Path, schema: str) -> None:
 # outlive a crash of the world; once its lease has run out, the next request with the key takes it over.
 # A request slower than its lease may lose its key the same way: it then commits nothing and answers
 # with what the key holds, so a key never has two effects.
+# A key has a lifetime too (none by default), as at payment providers, which forget a key after about a day:
+# a completed key first used longer ago than that is forgotten, and a request with it is a new effect.
 
-def claim_key(conn: sqlite3.Connection, key: str, params_hash: str, lease: float) -> str | sqlite3.Row:
+def claim_key(conn: sqlite3.Connection, key: str, params_hash: str, lease: float,
+              lifetime: float | None = None) -> str | sqlite3.Row:
     """Claim ``key`` for this request: its owner token, or (key in flight, done, or used with other
-    parameters) the key's row to answer from."""
+    parameters) the key's row to answer from. A done key older than ``lifetime`` seconds is forgotten."""
     now = time.time()
     conn.execute("BEGIN IMMEDIATE")
     try:
         row = conn.execute("SELECT * FROM idempotency_keys WHERE key = ?", (key,)).fetchone()
         lapsed = (row is not None and row["state"] == "in_flight" and row["params_hash"] == params_hash
                   and (row["lease_until"] or 0) <= now)
-        if row is not None and not lapsed:
+        forgotten = (row is not None and row["state"] == "done" and lifetime is not None
+                     and row["at"] + lifetime <= now)
+        if row is not None and not (lapsed or forgotten):
             conn.execute("COMMIT")
             return row
         owner = secrets.token_hex(8)
+        if forgotten:  # as if never seen: its first use, its parameters and its answer are gone
+            conn.execute("DELETE FROM idempotency_keys WHERE key = ?", (key,))
         conn.execute("INSERT INTO idempotency_keys(key, params_hash, state, owner, lease_until, at)"
                      " VALUES (?, ?, 'in_flight', ?, ?, ?) ON CONFLICT(key) DO UPDATE"
                      " SET owner = excluded.owner, lease_until = excluded.lease_until",
@@ -152,10 +165,12 @@ def claim_key(conn: sqlite3.Connection, key: str, params_hash: str, lease: float
         raise
 
 
-def record_effect(conn: sqlite3.Connection, effect: dict, response: str, owner: str | None) -> sqlite3.Row | None:
-    """Insert ``effect`` and, with a key, complete the key with ``response``: one transaction. If the key
-    is no longer ``owner``'s, nothing is written and the key's row is returned to answer from."""
-    key = effect["idempotency_key"]
+def record_effect(conn: sqlite3.Connection, effect: dict | None, response: str, owner: str | None, *,
+                  key: str | None = None, status: int = 200) -> sqlite3.Row | None:
+    """Insert ``effect`` and, with a key, complete the key with ``status`` and ``response``: one transaction.
+    If the key is no longer ``owner``'s, nothing is written and the key's row is returned to answer from.
+    ``effect=None`` (a call that failed for good, ``key`` given) completes the key with its error alone."""
+    key = effect["idempotency_key"] if effect is not None else key
     conn.execute("BEGIN IMMEDIATE")
     try:
         if key is not None:
@@ -163,10 +178,11 @@ def record_effect(conn: sqlite3.Connection, effect: dict, response: str, owner: 
             if row["owner"] != owner or row["state"] != "in_flight":
                 conn.execute("ROLLBACK")
                 return row
-            conn.execute("UPDATE idempotency_keys SET state = 'done', status = 200, response = ?, lease_until = NULL"
-                         " WHERE key = ?", (response, key))
-        conn.execute(f"INSERT INTO effects({', '.join(effect)}) VALUES ({', '.join('?' * len(effect))})",
-                     tuple(effect.values()))
+            conn.execute("UPDATE idempotency_keys SET state = 'done', status = ?, response = ?, lease_until = NULL"
+                         " WHERE key = ?", (status, response, key))
+        if effect is not None:
+            conn.execute(f"INSERT INTO effects({', '.join(effect)}) VALUES ({', '.join('?' * len(effect))})",
+                         tuple(effect.values()))
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:

@@ -3,6 +3,11 @@
 It answers the Anthropic Messages API request body with a Messages API response body. Because it
 decides from the conversation alone, a resumed conversation gets the right next step, and a
 conversation that has already seen every tool succeed gets the final answer.
+
+Offered the undo tools as well (``crashlab.order.TOOLS_WITH_UNDO``), it also undoes an order: when a tool
+result reports a permanent failure (``out_of_stock``, say) or a user message asks for the order to be
+undone, it picks the compensations of the steps that succeeded, one per turn, in reverse order, then the
+cancellation, then says the order was undone. Offered only ``TOOLS``, it behaves as it always has.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import re
 import secrets
 
-from crashlab.order import ORDER_ID_PATTERN, TOOL_ORDER, TOOL_SCHEMAS
+from crashlab.order import ALL_TOOL_SCHEMAS, FAILURE_REASONS, ORDER_ID_PATTERN, TOOL_ORDER, UNDO_TOOLS, undo_steps
 
 
 class InvalidRequest(ValueError):
@@ -101,6 +106,50 @@ def completed_tools(messages: list[dict]) -> set[str]:
     return done
 
 
+def offers_undo(request: dict) -> bool:
+    """True when the request's tools include every undo tool."""
+    tools = request.get("tools")
+    names = {tool.get("name") for tool in tools if isinstance(tool, dict)} if isinstance(tools, list) else set()
+    return set(UNDO_TOOLS) <= names
+
+
+def permanent_failure(messages: list[dict]) -> tuple[str, str] | None:
+    """``(tool, reason)`` of the first do step whose error result reports a permanent failure, or None."""
+    names = {}
+    for message in messages:
+        for block in message["content"]:
+            if block["type"] == "tool_use":
+                names[block["id"]] = block["name"]
+            elif block["type"] == "tool_result" and block["is_error"]:
+                tool = names.get(block["tool_use_id"])
+                for reason in FAILURE_REASONS.get(tool, ()):
+                    if reason in block["content"]:
+                        return tool, reason
+    return None
+
+
+def undo_asked(messages: list[dict]) -> str | None:
+    """``"first"`` if the task itself asks to undo the order, ``"later"`` if a later user message does, else None."""
+    for i, message in enumerate(messages):
+        if message["role"] == "user" and any(b["type"] == "text" and re.search(r"\bundo\b", b["text"], re.I)
+                                             for b in message["content"]):
+            return "first" if i == 0 else "later"
+    return None
+
+
+def _plan(request: dict, messages: list[dict], done: set[str]) -> tuple[list[str], str | None]:
+    """The tools still to call, in order, and -- when the order is being undone -- why (None otherwise)."""
+    if offers_undo(request):
+        failure = permanent_failure(messages)
+        asked = undo_asked(messages)
+        if (failure and failure[0] not in done) or asked:
+            succeeded = set(TOOL_ORDER) if asked == "first" else done
+            why = f"could not be completed ({failure[0]} failed: {failure[1]})" if failure and not asked \
+                else "was cancelled"
+            return [step for step in undo_steps(succeeded) if step not in done], why
+    return [name for name in TOOL_ORDER if name not in done], None
+
+
 # Ways a reply can be malformed on purpose, to teach that a tool call is untrusted input.
 MALFORMED_REPLIES = ("unknown_tool", "missing_args", "bad_type")
 
@@ -113,16 +162,24 @@ def reply(request: dict, *, malformed: str | None = None) -> dict:
     check_conversation(messages)
     order = order_from(messages)
     done = completed_tools(messages)
-    pending = [name for name in TOOL_ORDER if name not in done]
+    pending, undoing = _plan(request, messages, done)
     model = request.get("model") or "crashlab-scripted"
-    if not pending:
+    if not pending and undoing:
+        undone = [what for step, what in (("release_item", f"{order['sku']} was released"),
+                                          ("refund_charge", f"the charge of ${order['amount']:.2f} was refunded"),
+                                          ("send_cancellation", "a cancellation was sent")) if step in done]
+        undone = ", ".join(undone[:-1]) + " and " + undone[-1] if len(undone) > 1 else "".join(undone)
+        text = f"Order {order['order_id']} {undoing} and has been undone: {undone or 'nothing was left to undo'}."
+        content = [{"type": "text", "text": text}]
+        stop_reason = "end_turn"
+    elif not pending:
         text = (f"Order {order['order_id']} is complete: the card was charged ${order['amount']:.2f}, "
                 f"{order['sku']} is reserved, and the confirmation was sent.")
         content = [{"type": "text", "text": text}]
         stop_reason = "end_turn"
     else:
         name = pending[0]
-        args = {key: order[key] for key in TOOL_SCHEMAS[name]["required"]}
+        args = {key: order[key] for key in ALL_TOOL_SCHEMAS[name]["required"]}
         if malformed == "unknown_tool":
             name = "refund_card"
         elif malformed == "missing_args":
