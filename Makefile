@@ -42,7 +42,7 @@ demo: setup
 # tests/test_student_notebooks.py), then nbval over the masters (full output comparison).
 # Two workers: much of the suite waits on agent processes, servers and timeouts (three measured slower).
 test: setup
-	$(BIN)/python -m pytest tests -q -n 2 --dist load
+	$(BIN)/python -m pytest tests -q -n 2 --dist load --durations=25
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope --nbval solutions --nbval-sanitize-with $(NBVAL_SANITIZE) -p no:cacheprovider
 
 lab: setup
