@@ -78,7 +78,8 @@ def test_gradescope_setup_then_run_autograder_grades_a_master_full_and_a_stub_ze
     assert master["score"] == 12, json.dumps(master, indent=1)
     assert stub["score"] == 0, json.dumps(stub, indent=1)
     matrix = next(t for t in stub["tests"] if t["name"].endswith("ex3_crash_matrix"))
-    assert "NotImplementedError" in matrix["output"]
+    assert "NotImplementedError" in matrix["output"] and "never reached" in matrix["output"], matrix["output"]
+    assert any(t["name"].endswith("ex3_crash_matrix") and t["score"] == t["max_score"] > 0 for t in master["tests"])
 
 
 def test_a_missing_or_broken_notebook_still_writes_results(tmp_path):
