@@ -39,8 +39,8 @@ demo: setup
 	$(BIN)/crashlab demo
 
 # The unit tests and grader proofs (with Run All on every unanswered student notebook:
-# tests/test_student_notebooks.py), then nbval over the masters (full output comparison); two workers, the
-# longest tests and notebooks first (tests/conftest.py); three workers measured slower on 2 cores.
+# tests/test_student_notebooks.py), then nbval over the masters (full output comparison).
+# Two workers: much of the suite waits on agent processes, servers and timeouts (three measured slower).
 test: setup
 	$(BIN)/python -m pytest tests -q -n 2 --dist load --durations=25
 	$(BIN)/python -m pytest -q -n 2 --dist loadscope --nbval solutions --nbval-sanitize-with $(NBVAL_SANITIZE) -p no:cacheprovider
