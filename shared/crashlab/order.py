@@ -3,6 +3,7 @@ the three that do the order and, for the compensation lesson, the three that und
 
 from __future__ import annotations
 
+import copy
 import difflib
 import hashlib
 import re
@@ -88,42 +89,19 @@ TOOLS = [
 
 TOOL_SCHEMAS = {tool["name"]: tool["input_schema"] for tool in TOOLS}
 
+def _undo(name: str, undoes: str, description: str) -> dict:
+    """An undo tool takes the same arguments as the step it undoes (a copy: TOOLS is never shared out)."""
+    return {"name": name, "description": description, "input_schema": copy.deepcopy(TOOL_SCHEMAS[undoes])}
+
+
 # The undo tools, offered to the model only by agents that pass TOOLS_WITH_UNDO: TOOLS, which every other lesson
 # sends, stays as it is.
 COMPENSATION_TOOLS = [
-    {
-        "name": "refund_charge",
-        "description": "Refund an order's charge to the customer's card (undoes charge_card). Amount in US dollars.",
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "order_id": {"type": "string"},
-                "amount": {"type": "number"},
-            },
-            "required": ["order_id", "amount"],
-        },
-    },
-    {
-        "name": "release_item",
-        "description": "Release the unit of a stock-keeping unit reserved for an order (undoes reserve_item).",
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "order_id": {"type": "string"},
-                "sku": {"type": "string"},
-            },
-            "required": ["order_id", "sku"],
-        },
-    },
-    {
-        "name": "send_cancellation",
-        "description": "Email the customer that their order is cancelled.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"order_id": {"type": "string"}},
-            "required": ["order_id"],
-        },
-    },
+    _undo("refund_charge", "charge_card",
+          "Refund an order's charge to the customer's card (undoes charge_card). Amount in US dollars."),
+    _undo("release_item", "reserve_item",
+          "Release the unit of a stock-keeping unit reserved for an order (undoes reserve_item)."),
+    _undo("send_cancellation", "send_confirmation", "Email the customer that their order is cancelled."),
 ]
 TOOLS_WITH_UNDO = TOOLS + COMPENSATION_TOOLS
 ALL_TOOL_SCHEMAS = {tool["name"]: tool["input_schema"] for tool in TOOLS_WITH_UNDO}
