@@ -89,6 +89,7 @@ TOOLS = [
 
 TOOL_SCHEMAS = {tool["name"]: tool["input_schema"] for tool in TOOLS}
 
+
 def _undo(name: str, undoes: str, description: str) -> dict:
     """An undo tool takes the same arguments as the step it undoes (a copy: TOOLS is never shared out)."""
     return {"name": name, "description": description, "input_schema": copy.deepcopy(TOOL_SCHEMAS[undoes])}
