@@ -398,10 +398,7 @@ def build_parser() -> Parser:
     grade = sub.add_parser("grade", help="grade a notebook")
     grade.add_argument("notebook", type=check.existing_file)
     grade.add_argument("--json", type=check.output_file, help="write Gradescope-shaped results here")
-    grade.add_argument("--timeout", type=check.positive_int, default=120, help="seconds per cell (default %(default)s)")
-    grade.add_argument("--deadline", type=check.positive_seconds, default=900,
-                       help="seconds for the whole submission (default %(default)s)")
-    grade.add_argument("--no-isolate", action="store_true", help="run student code as yourself even when root")
+    check.grading_options(grade, "the whole submission")
     grade.add_argument("--keep", action="store_true", help="keep the scratch directory")
     grade.set_defaults(func=_grade)
 

@@ -254,3 +254,11 @@ def names_from(known, kind: str):
         return list(dict.fromkeys(chosen))
     names.__name__ = f"{kind}_names"
     return names
+
+
+def grading_options(parser: argparse.ArgumentParser, deadline_for: str) -> None:
+    """The options every grading command takes (``grade``, ``grade-batch``), alike everywhere."""
+    parser.add_argument("--timeout", type=positive_int, default=120, help="seconds per cell (default %(default)s)")
+    parser.add_argument("--deadline", type=positive_seconds, default=900,
+                        help=f"seconds for {deadline_for} (default %(default)s)")
+    parser.add_argument("--no-isolate", action="store_true", help="run student code as yourself even when root")

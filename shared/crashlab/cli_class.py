@@ -169,10 +169,7 @@ def add_class_commands(sub) -> None:
     batch.add_argument("--csv", type=check.output_file, help="write the gradebook here")
     batch.add_argument("--jobs", type=check.positive_int, default=2, help="notebooks graded at once (default %(default)s)")
     batch.add_argument("--solutions", type=_folder, help="the masters (default: this repository's solutions/)")
-    batch.add_argument("--timeout", type=check.positive_int, default=120, help="seconds per cell (default %(default)s)")
-    batch.add_argument("--deadline", type=check.positive_seconds, default=900,
-                       help="seconds for each notebook (default %(default)s)")
-    batch.add_argument("--no-isolate", action="store_true", help="run student code as yourself even when root")
+    check.grading_options(batch, "each notebook")
     batch.add_argument("--quiet", action="store_true", help="no progress bar")
     batch.set_defaults(func=_grade_batch)
 
