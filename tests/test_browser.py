@@ -18,7 +18,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,8 @@ from pathlib import Path
 import httpx
 import nbformat
 import pytest
+
+from crashlab.temporal_server import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 JUPYTER = Path(sys.executable).parent / "jupyter"
@@ -51,12 +52,6 @@ if not CHROMIUM.exists():
     pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run installs it as root)",
                 allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="Python playwright is not installed (the test extra)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def shot(page, name: str, **kwargs) -> Path:

@@ -119,7 +119,6 @@ def work_in_lesson_folder(name: str) -> None:
     """Make ``name/`` beside the notebook the kernel's working directory (idempotent: run the cell again
     and nothing moves). While grading, the grader's scratch folder already is the lesson's own: no move."""
     global _home
-    watch_visible_checks()
     if os.environ.get(ENV_GRADING_LESSON):
         return
     if _home is None:
