@@ -28,7 +28,7 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -469,10 +469,11 @@ class Matrix:
     resumers: int = 1
     launcher: str = "warm"
     fail: str | None = None  # TOOL:REASON of the failure path, or None
+    not_run: int = 0  # rows left out after the first failing one (``stop_at_first_failure``)
 
     @property
     def ok(self) -> bool:
-        return all(row.ok for row in self.rows)
+        return not self.not_run and all(row.ok for row in self.rows)
 
     @property
     def expectation(self) -> str:
@@ -488,7 +489,7 @@ class Matrix:
         return {"agent": self.agent, "order_id": self.order_id, "expect": self.expect, "resumers": self.resumers,
                 "launcher": self.launcher, **({} if self.fail is None else {"fail": self.fail}),
                 "expectation": self.expectation, "ok": self.ok, "seconds": round(self.seconds, 2),
-                "rows": [row.as_dict() for row in self.rows]}
+                **({"not_run": self.not_run} if self.not_run else {}), "rows": [row.as_dict() for row in self.rows]}
 
     def table(self) -> str:
         header = ["crash point", "reached", "duplicates", "model calls", "repeated", "finished", "recovery"]
@@ -519,6 +520,8 @@ class Matrix:
         if self.resumers > 1:
             title += f"\n({self.resumers} resume processes started at once after each crash)"
         text = f"{title}\n{self.table()}"
+        if self.not_run:
+            text += f"\n({self.not_run} more crash points not run: the first failing one ended the test)"
         if self.problems():
             text += "\n\n" + "\n".join(f"- {p}" for p in self.problems())
         return text
@@ -534,7 +537,8 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
                progress: bool = True, workdir: str | Path | None = None, resumers: int = 1,
                double: list[tuple[str, str]] | None = None, faults: list[tuple] | None = None,
                extra_env: dict | None = None, launcher: "str | WarmLauncher" = "warm",
-               preload: tuple[str, ...] = (), fail: str | None = None) -> Matrix:
+               preload: tuple[str, ...] = (), fail: str | None = None,
+               stop_at_first_failure: bool = False) -> Matrix:
     """Run the crash matrix: one row per crash point (plus a clean baseline run).
 
     ``double`` adds rows with a second crash during the resume (see :func:`double_crash_pairs`);
@@ -571,17 +575,30 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
             os.chmod(workdir, 0o711)  # agents (the sandbox user, while grading) reach their own rows, list nothing
         warm = shared or (WarmLauncher(preload) if launcher == "warm" else None)
         rows_running = _Rows()
+        failed = threading.Event()
+
+        def one_row(point: str, second: str | None) -> Row | None:
+            if stop_at_first_failure and failed.is_set():
+                return None  # set by a row that ended in this thread or another: this one is not run
+            row = rows_running.run(crash_row, agent, point, order_id, expect=expect, workdir=workdir, timeout=timeout,
+                                   resumers=resumers, then_crash_at=second, faults=faults, extra_env=extra_env,
+                                   launcher=warm, fail=fail)
+            if not row.ok:
+                failed.set()
+            return row
+
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = [pool.submit(rows_running.run, crash_row, agent, p, order_id, expect=expect, workdir=workdir,
-                                   timeout=timeout, resumers=resumers, then_crash_at=second, faults=faults,
-                                   extra_env=extra_env, launcher=warm, fail=fail) for p, second in todo]
+            futures = [pool.submit(one_row, p, second) for p, second in todo]
             try:
+                done = as_completed(futures)
                 if progress:
                     from tqdm.auto import tqdm  # a widget in a notebook (not text on the red stderr), else stderr
 
-                    for future in tqdm(futures, desc=f"crash matrix: {agent.name}", unit="point", dynamic_ncols=True):
-                        future.result()
-                rows = [f.result() for f in futures]
+                    done = tqdm(done, total=len(futures), desc=f"crash matrix: {agent.name}", unit="point",
+                                dynamic_ncols=True)
+                for future in done:
+                    future.result()
+                rows = [row for row in (f.result() for f in futures) if row is not None]
             except BaseException:
                 for future in futures:  # rows not started yet never start; those running end now, their agents killed
                     future.cancel()
@@ -593,7 +610,7 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
         if own_dir:
             remove_scratch(workdir)
     return Matrix(str(agent), order_id, expect, rows, time.time() - started, resumers=resumers,
-                  launcher="warm" if shared else launcher, fail=fail)
+                  launcher="warm" if shared else launcher, fail=fail, not_run=len(todo) - len(rows))
 
 
 __all__ = ["crash_test", "crash_row", "run_agent", "run_python", "start_agent", "double_crash_pairs", "Matrix", "Row",
