@@ -10,6 +10,9 @@ NBVAL_SANITIZE := tests/nbval-sanitize.cfg
 NBGRADER_SERVER_EXTENSIONS := $(addprefix nbgrader.server_extensions.,formgrader validate_assignment assignment_list course_list)
 LAB_ANNOUNCEMENTS := @jupyterlab/apputils-extension:announcements
 UV_VERSION := 0.13.9
+# The Restate server (lesson on Restate, issue 14): a binary in an npm package, installed under the venv.
+RESTATE_VERSION := 1.7.12
+RESTATE_STAMP   := $(VENV)/restate/.installed-$(RESTATE_VERSION)
 # JupyterLab refuses to start as root unless told; a container is usually root.
 LAB_AS_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
@@ -33,7 +36,18 @@ $(STAMP): pyproject.toml constraints.txt
 	@if [ "$$(id -u)" = 0 ]; then d=$$(dirname "$$(readlink -f $(BIN)/python)"); while [ "$$d" != / ]; do chmod o+x "$$d"; d=$$(dirname "$$d"); done; fi
 	touch $(STAMP)
 
-setup: $(STAMP)
+# --ignore-scripts: the binary comes in a platform package (an optional dependency) and needs no install script;
+# the only one in the tree is a telemetry ping. Without npm the Restate tests skip, saying so; nothing else needs it.
+$(RESTATE_STAMP): | $(STAMP)
+	@if command -v npm > /dev/null 2>&1; then \
+	  npm install --silent --no-audit --no-fund --ignore-scripts --prefix $(VENV)/restate \
+	    @restatedev/restate-server@$(RESTATE_VERSION) && touch $@ \
+	  || echo "warning: npm could not install @restatedev/restate-server@$(RESTATE_VERSION) (see above); the Restate tests skip until it is"; \
+	else \
+	  echo "note: npm not found -- the Restate server is not installed, its lesson and tests will skip (install Node.js, e.g. conda install nodejs, then make setup)"; \
+	fi
+
+setup: $(STAMP) $(RESTATE_STAMP)
 
 demo: setup
 	$(BIN)/crashlab demo
