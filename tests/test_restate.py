@@ -72,3 +72,13 @@ def test_crash_matrix_is_clean(restate, tmp_path):
         row = matrix.row(point)
         assert row.reached and row.duplicates == 0 and row.finished, row.as_dict()
         assert row.repeated_model_calls == (1 if point.startswith("after:model#") else 0), row.as_dict()
+
+
+def test_two_resumers_and_a_double_crash(restate, tmp_path):
+    """Two resume processes at once (one serves the endpoint, the other only attaches: the virtual object keyed
+    by order id runs one invocation), and a resume killed again at a later tool."""
+    matrix = crash_test(AGENT, ["after:charge_card"], expect="durable", baseline=False, jobs=1, timeout=60,
+                        progress=False, workdir=tmp_path, preload=PRELOAD, resumers=2,
+                        double=[("after:model#1", "after:reserve_item")])
+    print(matrix.table())
+    assert matrix.ok, "\n".join(matrix.problems)

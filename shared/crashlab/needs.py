@@ -1,4 +1,4 @@
-"""Servers a crash matrix needs besides the world, named in a lesson's metadata (``"needs": "temporal"``).
+"""Servers a crash matrix needs besides the world, named in a lesson's metadata (``"needs": "temporal"`` or ``"restate"``).
 
 The grader, the demo and the soak (``crashlab soak --needs temporal``) start them once, pass their address
 to the agents through the environment, and stop them at the end.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 from pathlib import Path
 
-NEEDS = ("temporal",)  # the servers the course knows how to start
+NEEDS = ("temporal", "restate")  # the servers the course knows how to start
 
 
 class Needs:
@@ -34,6 +34,12 @@ class Needs:
             from crashlab.temporal_server import TemporalServer
 
             server = self._stack.enter_context(TemporalServer.start(self.workdir / "temporal", reuse=False, fresh=True))
+            return server.env()
+        if need == "restate":
+            from crashlab.restate_server import RestateServer
+
+            server = RestateServer.start(self.workdir / "restate")
+            self._stack.callback(server.stop, remove=True)
             return server.env()
         raise ValueError(f"unknown need {need!r}: the course knows how to start {', '.join(map(repr, NEEDS))}")
 

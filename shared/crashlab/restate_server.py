@@ -57,13 +57,7 @@ log-disable-ansi-codes = true
 bind-address = "127.0.0.1:{node_port}"
 advertised-address = "http://127.0.0.1:{node_port}/"
 
-[default-retry-policy]
-initial-interval = "100ms"
-exponentiation-factor = 2.0
-max-interval = "1s"
-max-attempts = 1000
-on-max-attempts = "pause"
-
+{retry}
 [admin]
 bind-address = "127.0.0.1:{admin_port}"
 disable-web-ui = {no_ui}
@@ -74,6 +68,16 @@ bind-address = "127.0.0.1:{ingress_port}"
 [worker.invoker]
 inactivity-timeout = "{inactivity}"
 abort-timeout = "{abort}"
+"""
+
+
+_TUNED_RETRY = """\
+[default-retry-policy]
+initial-interval = "100ms"
+exponentiation-factor = 2.0
+max-interval = "1s"
+max-attempts = 1000
+on-max-attempts = "pause"
 """
 
 
@@ -127,10 +131,11 @@ class RestateServer:
 
     @classmethod
     def start(cls, data_dir: str | os.PathLike, *, timeout: float = 30.0, partitions: int = 2,
-              inactivity_timeout: str = "1m", abort_timeout: str = "10m", ui: bool = False,
+              inactivity_timeout: str = "1m", abort_timeout: str = "10m", ui: bool = False, tuned: bool = True,
               stop_with_parent: bool = True) -> "RestateServer":
         """Start a fresh server with its data in ``data_dir`` (created; must be empty or new) and wait until
-        both its admin API and its ingress answer, at most ``timeout`` seconds."""
+        both its admin API and its ingress answer, at most ``timeout`` seconds. ``tuned=False`` keeps the
+        server's default retry policy (500 ms doubling to 1 min, 70 attempts, then pause)."""
         binary = restate_binary()
         data_dir = Path(data_dir).resolve()
         if data_dir.exists() and any(data_dir.iterdir()):
@@ -142,7 +147,8 @@ class RestateServer:
         config = data_dir / "restate.toml"
         config.write_text(_CONFIG.format(partitions=partitions, node_port=node, admin_port=admin,
                                          ingress_port=ingress, no_ui=str(not ui).lower(),
-                                         inactivity=inactivity_timeout, abort=abort_timeout))
+                                         inactivity=inactivity_timeout, abort=abort_timeout,
+                                         retry=_TUNED_RETRY if tuned else ""))
         cmd = [str(binary), "--config-file", str(config), "--base-dir", str(data_dir / "data"), "--no-logo",
                "--listen-mode", "tcp", "--node-name", "crashlab"]
         supervisor = [sys.executable, "-P", "-m", "crashlab.temporal_server", "supervise"]

@@ -42,13 +42,16 @@ async def main(order_id: str) -> dict:
         config.accesslog = None
         config.graceful_timeout = 0.5
         server = asyncio.ensure_future(serve(restate_order.app, config, shutdown_trigger=stop.wait))
-        for _ in range(100):
-            if server.done():
-                server.result()  # raises the bind error, say
-            if port_taken(endpoint["port"]):
+        for _ in range(250):
+            if server.done() or port_taken(endpoint["port"]):
                 break
             await asyncio.sleep(0.02)
-        await asyncio.to_thread(register_deployment, admin, url)
+        if server.done() and isinstance(server.exception(), OSError):
+            server = None  # a resumer started at the same moment bound it first: it serves, we wait
+        elif server.done():
+            server.result()  # any other failure to serve is an error
+        else:
+            await asyncio.to_thread(register_deployment, admin, url)
     try:
         async with httpx.AsyncClient(timeout=WAIT_S) as client:
             try:
@@ -66,6 +69,8 @@ async def main(order_id: str) -> dict:
         stop.set()
         if server is not None:
             await asyncio.wait([server], timeout=2)
+            if server.done():
+                server.exception()  # retrieved: a late bind error of a racing resumer is not worth a warning
 
 
 def run(order_id: str) -> None:

@@ -5,6 +5,7 @@ when Restate retries the invocation (the endpoint's process was killed) the hand
 steps are not run again. The one step that was under way when the process died runs again; its idempotency key
 (the invocation id and the step's name) is the same on every attempt, so the world replays its first effect.
 """
+import os
 from datetime import timedelta
 
 import restate
@@ -21,7 +22,8 @@ SERVICE = endpoint_for(state_dir())["service"]
 # few seconds to come up. (The server's inactivity/abort timeouts only matter for a hung, not a dead, endpoint.)
 RETRY = InvocationRetryPolicy(initial_interval=timedelta(milliseconds=100), exponentiation_factor=2.0,
                               max_interval=timedelta(milliseconds=500), max_attempts=2000, on_max_attempts="pause")
-order = restate.VirtualObject(SERVICE, invocation_retry_policy=RETRY,
+TUNED = os.environ.get("CRASHLAB_RESTATE_PROFILE", "tuned") == "tuned"  # "defaults": the server's policy
+order = restate.VirtualObject(SERVICE, invocation_retry_policy=RETRY if TUNED else None,
                               inactivity_timeout=timedelta(seconds=30), abort_timeout=timedelta(seconds=5))
 
 # Retry a failed step inside the attempt a few times (a service outage), then fail the attempt.
