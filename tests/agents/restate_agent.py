@@ -2,10 +2,11 @@
 
 Restate pushes: the server invokes the order's handler over HTTP. So this process is the service endpoint
 *and* the client: it serves the handler (restate_order.py) on this world's fixed loopback port, registers that
-deployment, then calls the order's virtual object with the order id as the idempotency key -- which starts the
-invocation the first time and attaches to it (or fetches its stored result) every time after -- and waits for
-the result. Killed, it takes the endpoint with it; Restate keeps retrying the invocation against the same
-address, and the next agent process, binding that address again, is where the journal is replayed.
+deployment, then sends the order's invocation to its virtual object with the order id as the idempotency key --
+which starts it the first time and finds the same invocation every time after -- and attaches to it for the
+result (stored, once it is done). Killed, it takes the endpoint with it; Restate keeps retrying the invocation against the same
+address, and the next agent process, binding that address again, is where the journal is replayed; it asks
+for the retry at once (admin API ``resume``) rather than waiting out the back-off.
 """
 import asyncio
 import os
@@ -55,13 +56,23 @@ async def main(order_id: str) -> dict:
     try:
         async with httpx.AsyncClient(timeout=WAIT_S) as client:
             try:
-                reply = await client.post(f"{ingress}/{restate_order.SERVICE}/{order_id}/run", json=order_id,
-                                          headers={"idempotency-key": order_id})
+                # Start the order's invocation, or find the one already started (same idempotency key).
+                sent = await client.post(f"{ingress}/{restate_order.SERVICE}/{order_id}/run/send", json=order_id,
+                                         headers={"idempotency-key": order_id}, timeout=10)
+                if sent.status_code not in (200, 202):
+                    raise AgentError(f"order {order_id}: Restate refused the invocation: {sent.status_code} "
+                                     f"{' '.join(sent.text.split())[:300]}")
+                invocation = sent.json()["invocationId"]
+                if server is not None and sent.json().get("status") == "PreviouslyAccepted":
+                    # A retry waiting out its back-off (the last endpoint process died): retry now, here.
+                    # Any other state (running, done) answers with an error, which is fine to ignore.
+                    await client.patch(f"{admin}/invocations/{invocation}/resume", timeout=10)
+                reply = await client.get(f"{ingress}/restate/invocation/{invocation}/attach")
             except httpx.TimeoutException:
                 raise AgentError(f"order {order_id} is still running after {WAIT_S:.0f} s; run this command again "
                                  "to keep working on it") from None
             except httpx.HTTPError as exc:
-                raise RestateUnavailable(f"cannot reach the Restate ingress at {ingress} ({type(exc).__name__})") from None
+                raise RestateUnavailable(f"cannot reach the Restate server at {ingress} ({type(exc).__name__})") from None
         if reply.status_code != 200:
             raise AgentError(f"order {order_id} failed on Restate: {reply.status_code} {' '.join(reply.text.split())[:300]}")
         return reply.json()
