@@ -4,9 +4,9 @@ Restate pushes: the server invokes the order's handler over HTTP. So this proces
 *and* the client: it serves the handler (restate_order.py) on this world's fixed loopback port, registers that
 deployment, then sends the order's invocation to its virtual object with the order id as the idempotency key --
 which starts it the first time and finds the same invocation every time after -- and attaches to it for the
-result (stored, once it is done). Killed, it takes the endpoint with it; Restate keeps retrying the invocation against the same
-address, and the next agent process, binding that address again, is where the journal is replayed; it asks
-for the retry at once (admin API ``resume``) rather than waiting out the back-off.
+result (stored, once it is done). Killed, it takes the endpoint with it; Restate keeps retrying the invocation
+against the same address, and the next agent process, binding that address again, is where the journal is
+replayed; it asks for the retry at once (admin API ``resume``) rather than waiting out the back-off.
 """
 import asyncio
 import os
@@ -31,7 +31,7 @@ def port_taken(port: int) -> bool:
 async def main(order_id: str) -> dict:
     ingress, admin = restate_urls()
     endpoint = endpoint_for(state_dir())
-    import restate_order  # after the world's service name is known
+    import restate_order  # here, not at the top: it reads this world's service name from the state dir
 
     url = f"http://127.0.0.1:{endpoint['port']}"
     stop = asyncio.Event()
