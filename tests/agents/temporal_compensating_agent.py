@@ -67,7 +67,8 @@ async def main(order_id: str) -> None:
                 reason = await failed_task(handle, client.identity)
                 if reason or asyncio.get_running_loop().time() > deadline:
                     result.cancel()
-                    raise AgentError(f"workflow {order_id} is stuck: {reason or f'still running after {WAIT_S:.0f} s'}"[:300])
+                    why = reason or f"still running after {WAIT_S:.0f} s"
+                    raise AgentError(f"workflow {order_id} is stuck: {why[:300]}")
             try:
                 outcome = result.result()
             except WorkflowFailureError as exc:
