@@ -102,7 +102,8 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline) -
 def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict | None = None) -> TestResult:
     """Score one crash-matrix check on an agent file in ``workdir`` (``needs``: a shared
     :class:`crashlab.needs.Needs`, so servers such as Temporal start once per grading run). A check with
-    ``on_reference_answers`` runs the agent on ``references`` (:mod:`crashlab.grading.references`)."""
+    ``on_reference_answers`` runs the agent on ``references`` (:mod:`crashlab.grading.references`); one with
+    ``fail`` (``"reserve_item"``) runs it through the failure path, every row to end cleanly undone."""
     from crashlab.harness import crash_test
     from crashlab.needs import Needs
 
@@ -123,7 +124,7 @@ def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict 
                         double=[tuple(pair) for pair in check.get("double", [])] or None,
                         faults=[tuple(f) for f in check.get("faults", [])] or None,
                         launcher=check.get("launcher", "warm"), preload=tuple(check.get("preload", ())),
-                        extra_env=needs.env_for(check))
+                        extra_env=needs.env_for(check), fail=check.get("fail"))
     ok_rows = sum(row.ok for row in matrix.rows)
     # Safety is all or nothing: one duplicate effect, lost order or avoidable repeat zeroes the check.
     score = max_score if ok_rows == len(matrix.rows) else 0.0
