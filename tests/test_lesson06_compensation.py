@@ -46,6 +46,8 @@ def test_the_graded_matrices_run_every_point_of_the_failure_path():
     for check in checks.values():
         assert check["fail"] == "reserve_item" and check.get("crash_points", "all") == "all"
     assert checks["ex1_crash_matrix"]["resumers"] == 2
+    assert all(first != second and all(":" in p for p in (first, second))
+               for first, second in checks["ex1_crash_matrix"]["double"]), "double crashes inside the undo"
     assert checks["ex2_crash_matrix"]["on_reference_answers"] and nb.metadata["crashlab"]["reference_answers"] == [
         "ex1_undo"]
 
