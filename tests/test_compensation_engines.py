@@ -1,11 +1,12 @@
 """The compensation lesson's reference agents on the three engines -- LangGraph (a conditional edge to keyed
 compensation nodes), DBOS (try/except around the steps, compensation steps) and Temporal (a saga on a
-non-retryable ApplicationError) -- under the crash harness through the failure path, and each engine's unkeyed
-twin caught by the audit.
+non-retryable ApplicationError) -- taken from the lesson's master (solutions/06_compensation.ipynb) as it writes
+them, under the crash harness through the failure path; and each one unkeyed (the master's ``undo.py`` sending no
+key) caught by the audit.
 
 Cheap on purpose: a few representative points per engine (the failure answered but not recorded, a crash inside
 the undo, the last compensation), two racing resumers on two points of the longer undo, the success path at two
-points, and the unkeyed twin at the one point where it refunds twice. The full failure-path matrix of each agent
+points, and the unkeyed variant at the one point where it refunds twice. The full failure-path matrix of each agent
 ("all" points) is clean too; it runs in about 20 s (LangGraph), 30 s (DBOS) and 50 s (Temporal) on 2 cores, so
 it is measured by hand (see the issue) rather than here. Temporal's dev server is started once, through the
 grader's own ``crashlab.needs``, for the Temporal tests only, and stopped after them.
@@ -16,29 +17,40 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import nbformat
 import pytest
 
+from crashlab.grading.notebooks import written_files
 from crashlab.harness import BASELINE, crash_test
 from crashlab.launcher import WarmLauncher
 from crashlab.needs import Needs
 
-AGENTS = Path(__file__).parent / "agents"
+MASTER = Path(__file__).resolve().parents[1] / "solutions" / "06_compensation.ipynb"
+UNKEYED = ("idempotency_key=undo_key(order_id, step)", "idempotency_key=None")
+
+
+def lesson_agents(folder: Path, *, keyed: bool = True) -> Path:
+    """The files the lesson's master writes, in ``folder``; with ``keyed=False`` its compensations send no key."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, source in written_files(nbformat.read(MASTER, as_version=4)).items():
+        if name == "undo.py" and not keyed:
+            assert UNKEYED[0] in source, "the master's undo.py changed: update this test"
+            source = source.replace(*UNKEYED)
+        (folder / name).write_text(source)
+    return folder
 
 
 @dataclass(frozen=True)
 class Engine:
     agent: str
-    naive: str
     preload: tuple[str, ...]
     needs: str | None = None
 
 
 ENGINES = {
-    "langgraph": Engine("langgraph_compensating_agent.py", "langgraph_naive_compensating_agent.py",
-                        ("langgraph.graph", "langgraph.checkpoint.sqlite")),
-    "dbos": Engine("dbos_compensating_agent.py", "dbos_naive_compensating_agent.py", ("dbos",)),
-    "temporal": Engine("temporal_compensating_agent.py", "temporal_naive_compensating_agent.py",
-                       ("temporalio.client", "temporalio.worker"), needs="temporal"),
+    "langgraph": Engine("langgraph_saga_agent.py", ("langgraph.graph", "langgraph.checkpoint.sqlite")),
+    "dbos": Engine("dbos_saga_agent.py", ("dbos",)),
+    "temporal": Engine("temporal_saga_agent.py", ("temporalio.client", "temporalio.worker"), needs="temporal"),
 }
 
 
@@ -47,9 +59,10 @@ class Running:
     engine: Engine
     launcher: WarmLauncher
     env: dict
+    folder: Path
 
     def matrix(self, points, *, naive: bool = False, **options):
-        agent = AGENTS / (self.engine.naive if naive else self.engine.agent)
+        agent = self.folder / ("unkeyed" if naive else "keyed") / self.engine.agent
         return crash_test(agent, points, progress=False, launcher=self.launcher, extra_env=self.env, timeout=60,
                           **options)
 
@@ -59,8 +72,11 @@ def engine(request, tmp_path_factory):
     """One engine at a time (pytest groups the tests by it): a warm launcher with the engine imported, and the
     servers it needs -- Temporal's, started as the grader starts it, and stopped once its tests are done."""
     spec = ENGINES[request.param]
+    folder = tmp_path_factory.mktemp(f"agents-{request.param}")
+    lesson_agents(folder / "keyed")
+    lesson_agents(folder / "unkeyed", keyed=False)
     with Needs(tmp_path_factory.mktemp(f"needs-{request.param}")) as needs, WarmLauncher(spec.preload) as warm:
-        yield Running(spec, warm, needs.env_for({"needs": spec.needs} if spec.needs else {}))
+        yield Running(spec, warm, needs.env_for({"needs": spec.needs} if spec.needs else {}), folder)
 
 
 def undo_order(row) -> list[str]:
