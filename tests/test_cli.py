@@ -60,6 +60,7 @@ BAD_INPUTS = [
     bad("preload-with-exec", ["crash-test", "agent.py", "--launcher", "exec", "--preload", "json"]),
     bad("fail-unknown-step", ["crash-test", "agent.py", "--fail", "bogus"]),
     bad("fail-wrong-reason", ["crash-test", "agent.py", "--fail", "reserve_item:card_declined"]),
+    bad("key-lifetime-0", ["crash-test", "agent.py", "--key-lifetime", "0"]),
     # crash-test: where the report goes
     bad("json-missing-folder", ["crash-test", "agent.py", "--json", "nodir/matrix.json"]),
     bad("json-is-a-folder", ["crash-test", "agent.py", "--json", "folder"]),
@@ -243,7 +244,8 @@ def test_a_good_crash_test_command_line_is_read_as_given(tmp_path):
     assert build_parser().parse_args(["crash-test", str(agent), "--fail", "card_declined"]).fail == "charge_card:card_declined"
     defaults = build_parser().parse_args(["crash-test", str(agent)])
     assert (defaults.points, defaults.jobs, defaults.timeout, defaults.resumers, defaults.double) == ("all", 2, 60, 1, 0)
-    assert defaults.fail is None
+    assert build_parser().parse_args(["crash-test", str(agent), "--key-lifetime", "1.5"]).key_lifetime == 1.5
+    assert defaults.fail is None and defaults.key_lifetime is None
 
 
 def test_good_values_pass_each_check(tmp_path):
