@@ -39,11 +39,11 @@ demo: setup
 	$(BIN)/crashlab demo
 
 # The unit tests and grader proofs (with Run All on every unanswered student notebook:
-# tests/test_student_notebooks.py), then nbval over the masters (full output comparison).
-# Two workers: much of the suite waits on agent processes, servers and timeouts (three measured slower).
+# tests/test_student_notebooks.py) and nbval over the masters (full output comparison), in one pool
+# (tests/conftest.py keeps each notebook's cells on one worker). Two workers: much of the suite waits on
+# agent processes, servers and timeouts (three measured slower).
 test: setup
-	$(BIN)/python -m pytest tests -q -n 2 --dist load --durations=25
-	$(BIN)/python -m pytest -q -n 2 --dist loadscope --nbval solutions --nbval-sanitize-with $(NBVAL_SANITIZE) -p no:cacheprovider
+	$(BIN)/python -m pytest solutions tests -q -n 2 --nbval --nbval-sanitize-with $(NBVAL_SANITIZE) --durations=25
 
 lab: setup
 	$(BIN)/jupyter lab --notebook-dir=course --ServerApp.ip=127.0.0.1 $(LAB_AS_ROOT)

@@ -335,3 +335,18 @@ def test_world_start_takes_a_key_lifetime(capsys):
         build_parser().parse_args(["world", "start", "--key-lifetime", "0"])
     error = capsys.readouterr().err.strip()
     assert info.value.code == 2 and "\n" not in error and "--key-lifetime" in error
+
+
+def test_a_resume_after_the_key_lifetime_charges_again_when_keys_are_all_an_agent_has(tmp_path, launcher,
+                                                                                       lesson_agents):
+    """The key-lifetime trap, under the harness: the world forgets a key 1 s after its first use and the resume
+    comes after that, so an agent that relies on its keys alone charges a second time."""
+    keyed = lesson_agents / "compensating_agent.py"
+    matrix = crash_test(keyed, ["after:charge_card"], expect="durable", key_lifetime=1.0, progress=False,
+                        workdir=tmp_path, launcher=launcher)
+    baseline, row = matrix.rows
+    assert baseline.ok, baseline.problems  # no crash, no wait: the key never expires within the run
+    assert row.effects["charge"] == 2 and row.duplicates == 1 and not row.ok, row.problems
+    assert matrix.as_dict()["key_lifetime"] == 1.0 and "forgotten 1 s after first use" in str(matrix)
+    with pytest.raises(ValueError, match="key_lifetime"):
+        crash_test(keyed, ["after:charge_card"], key_lifetime=0, progress=False)

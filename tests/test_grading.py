@@ -10,7 +10,8 @@ import nbformat
 import pytest
 
 from crashlab.grading.grade import GradingError, grade_notebook, restore_locked_cells
-from crashlab.grading.notebooks import grade_id, is_test_cell
+from crashlab.grading.isolation import NOT_RUN_WHILE_GRADING, keep_only_what_the_submission_writes
+from crashlab.grading.notebooks import grade_id, is_answer_cell, is_test_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON1 = "01_naive_event_log.ipynb"
@@ -116,6 +117,18 @@ def test_restore_puts_back_deleted_cells_in_place_and_ignores_added_grade_cells(
     assert [c for c in restored.cells if is_test_cell(c)][0].source == \
         next(c for c in master.cells if grade_id(c) == "ex1_read_events_checks").source
     assert any("bonus" in n for n in notes)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "course").glob("*.ipynb")))
+def test_grading_runs_only_the_cells_that_write_the_submission(name):
+    """Given cells are left out of the graded run whether they read as in the master or as in the student
+    notebook (nbval comments moved to tags): lesson 6's benchmark once ran in every grading."""
+    master = read(ROOT / "solutions" / name)
+    nb, _ = restore_locked_cells(read(ROOT / "course" / name), master)
+    blanked = keep_only_what_the_submission_writes(nb, master)
+    run = [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "code" and c.source != NOT_RUN_WHILE_GRADING
+           and not is_answer_cell(c) and not c.source.startswith("%%writefile")]
+    assert blanked > 0 and run == []
 
 
 def test_not_a_notebook_is_a_clear_error(tmp_path):

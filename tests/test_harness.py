@@ -189,6 +189,17 @@ def test_small_crash_test(tmp_path):
     assert matrix.row("after:model#1") is row
 
 
+def test_stop_at_first_failure_runs_no_row_after_the_first_failing_one(tmp_path):
+    """The grader's matrices are all or nothing: after the first failing row, the rest are not run."""
+    points = ["after:charge_card", "after:reserve_item", "after:send_confirmation"]
+    matrix = crash_test(NAIVE, points, baseline=False, jobs=1, progress=False, workdir=tmp_path,
+                        stop_at_first_failure=True)
+    assert [row.point for row in matrix.rows] == ["after:charge_card"]
+    assert matrix.rows[0].duplicates == 1 and not matrix.rows[0].ok
+    assert matrix.not_run == 2 and not matrix.ok
+    assert "2 more crash points not run" in str(matrix) and matrix.as_dict()["not_run"] == 2
+
+
 def test_a_crash_test_leaves_nothing_in_the_temporary_folder(tmp_path, monkeypatch):
     """Its rows, its worlds and the warm launcher's output folders are all made in the temporary folder;
     all of them go when the run ends, and when it fails (here: a preload that cannot be imported)."""

@@ -149,7 +149,7 @@ def test_model_call_outside_a_step_scores_less_than_full(lesson_files):
         call = first_tool_use(reply["content"])''')
     result = score_matrix_check(_matrix_check(nb, ["before:charge_card"]), folder)
     assert result.score < result.max_score, result.output
-    assert result.output.startswith("1/2 crash points clean"), result.output
+    assert "1 of the 2 crash points run failed" in result.output, result.output
     assert "before:charge_card: 1 repeated model call" in result.output, result.output
 
 
@@ -160,5 +160,5 @@ def test_uuid4_key_scores_less_than_full(lesson_files):
              "import uuid\n    key = str(uuid.uuid4())")
     result = score_matrix_check(_matrix_check(nb, ["after:charge_card"]), folder)
     assert result.score < result.max_score, result.output
-    assert result.output.startswith("1/2 crash points clean"), result.output
+    assert "1 of the 2 crash points run failed" in result.output, result.output
     assert "after:charge_card: 2 charges (1 duplicate)" in result.output, result.output

@@ -18,11 +18,12 @@ import socket
 import sys
 from pathlib import Path
 
-from crashlab.order import ORDER_ID_PATTERN as ORDER_ID, TOOL_ORDER, check_crash_point
+from crashlab.order import ORDER_ID_PATTERN as ORDER_ID, TOOL_ORDER, UNDO_TOOLS, check_crash_point, check_failure
 
 # An order id the world's model can read out of the task (crashlab.order documents the pattern).
 ORDER_ID_PATTERN = re.compile(ORDER_ID)
-CRASH_POINT_FORMS = f"before:OP or after:OP, OP = model#N (N >= 1) or a tool: {', '.join(TOOL_ORDER)}"
+CRASH_POINT_FORMS = (f"before:OP or after:OP, OP = model#N (N >= 1) or a tool: {', '.join(TOOL_ORDER)} "
+                     f"(with --fail, also an undo step: {', '.join(UNDO_TOOLS)})")
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
@@ -206,6 +207,14 @@ def crash_points(text: str) -> str | list[str]:
     if repeated:
         raise _bad(f"{', '.join(repeated)} given more than once")
     return points
+
+
+def failure(text: str) -> str:
+    """A step that fails for good: ``TOOL``, ``TOOL:REASON`` or ``REASON`` (see :func:`crashlab.order.check_failure`)."""
+    try:
+        return "{}:{}".format(*check_failure(text))
+    except ValueError as exc:
+        raise _bad(str(exc)) from None
 
 
 def double_crashes(text: str) -> int:

@@ -124,12 +124,17 @@ def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict 
                         double=[tuple(pair) for pair in check.get("double", [])] or None,
                         faults=[tuple(f) for f in check.get("faults", [])] or None,
                         launcher=check.get("launcher", "warm"), preload=tuple(check.get("preload", ())),
-                        extra_env=needs.env_for(check), fail=check.get("fail"))
-    ok_rows = sum(row.ok for row in matrix.rows)
-    # Safety is all or nothing: one duplicate effect, lost order or avoidable repeat zeroes the check.
-    score = max_score if ok_rows == len(matrix.rows) else 0.0
-    output = (f"{ok_rows}/{len(matrix.rows)} crash points clean (expected: {matrix.as_dict()['expectation']}); "
-              + ("all clean" if score else "any failing crash point scores 0 for this check"))
+                        extra_env=needs.env_for(check), fail=check.get("fail"), stop_at_first_failure=True)
+    # Safety is all or nothing: one duplicate effect, lost order or avoidable repeat zeroes the check, so the
+    # matrix stops at the first failing crash point.
+    score = max_score if matrix.ok else 0.0
+    ok_rows, run = sum(row.ok for row in matrix.rows), len(matrix.rows)
+    if score:
+        output = f"{ok_rows}/{run} crash points clean (expected: {matrix.expectation}); all clean"
+    else:
+        output = (f"not clean (expected: {matrix.expectation}): {run - ok_rows} of the {run} crash points run failed"
+                  + (f", and the other {matrix.not_run} were not run" if matrix.not_run else "")
+                  + "; any failing crash point scores 0 for this check")
     problems = matrix.problems()
     if problems:
         output += "\n" + "\n".join(f"- {p}" for p in problems)

@@ -27,7 +27,7 @@ from crashlab.answers import answer_files
 from crashlab.grading.checks import judge_checks, score_matrix_check
 from crashlab.grading.references import lesson_references
 from crashlab.grading.isolation import Deadline, Isolation, keep_only_what_the_submission_writes, run_submission
-from crashlab.grading.notebooks import grade_id, is_answer_cell, is_locked, is_test_cell, lesson_of, nbgrader_meta, repo_root
+from crashlab.grading.notebooks import as_given_to_students, grade_id, is_answer_cell, is_locked, is_test_cell, lesson_of, nbgrader_meta, repo_root
 from crashlab.grading.report import GradeReport, GradingError, TestResult, write_results
 from crashlab.needs import Needs
 from crashlab.scratch import remove_scratch
@@ -73,7 +73,7 @@ def restore_locked_cells(submission, master) -> tuple[nbformat.NotebookNode, lis
         elif source_cell is not None and gid not in seen:
             seen.add(gid)
             if is_locked(source_cell) or is_test_cell(source_cell):
-                if cell.source not in (source_cell.source, _as_given_to_students(source_cell)):
+                if cell.source not in (source_cell.source, as_given_to_students(source_cell)):
                     notes.append(f"restored edited cell {gid!r} from the master")
                 cell = _fresh_copy(source_cell)
             else:
@@ -102,25 +102,12 @@ def restore_locked_cells(submission, master) -> tuple[nbformat.NotebookNode, lis
     return nb, notes
 
 
-
-
 def _fresh_copy(master_cell):
     """A master cell to put into the graded notebook: the instructor's source, no stale outputs."""
     cell = copy.deepcopy(master_cell)
     if cell.cell_type == "code":
         cell.outputs = []
     return cell
-
-
-def _as_given_to_students(master_cell) -> str:
-    """The source of a master cell as the student notebook shows it (hidden checks removed)."""
-    from nbgrader.preprocessors import ClearHiddenTests
-
-    from crashlab.grading.build import MoveNbvalMarkersToTags
-
-    cell, _ = ClearHiddenTests().preprocess_cell(copy.deepcopy(master_cell), {}, 0)
-    cell, _ = MoveNbvalMarkersToTags().preprocess_cell(cell, {}, 0)
-    return cell.source
 
 
 # --- the whole thing --------------------------------------------------------------------------------------------

@@ -159,9 +159,11 @@ def keep_only_what_the_submission_writes(nb, master) -> int:
     (the agents and modules the checks use), the answer cells, and whatever the student added or changed.
     The master's own checks and demonstrations award nothing there, so they are blanked: grading is
     faster, and none of them can hang it. Returns how many cells were blanked."""
-    from crashlab.grading.notebooks import is_answer_cell
+    from crashlab.grading.notebooks import as_given_to_students, is_answer_cell
 
-    given = {cell.source for cell in master.cells if cell.cell_type == "code" and not is_answer_cell(cell)}
+    # As the master has it, or as the student notebook shows it (nbval comments moved to tags).
+    given = {source for cell in master.cells if cell.cell_type == "code" and not is_answer_cell(cell)
+             for source in (cell.source, as_given_to_students(cell))}
     blanked = 0
     for cell in nb.cells:
         if cell.cell_type == "code" and cell.source in given and not cell.source.startswith("%%writefile"):

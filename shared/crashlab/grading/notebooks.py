@@ -29,6 +29,20 @@ def is_locked(cell) -> bool:
     return bool(nbgrader_meta(cell).get("locked"))
 
 
+def as_given_to_students(master_cell) -> str:
+    """The source of a master cell as the student notebook shows it: hidden checks removed, nbval comments
+    moved to tags (see :mod:`crashlab.grading.build`)."""
+    import copy
+
+    from nbgrader.preprocessors import ClearHiddenTests
+
+    from crashlab.grading.build import MoveNbvalMarkersToTags
+
+    cell, _ = ClearHiddenTests().preprocess_cell(copy.deepcopy(master_cell), {}, 0)
+    cell, _ = MoveNbvalMarkersToTags().preprocess_cell(cell, {}, 0)
+    return cell.source
+
+
 def repo_root() -> Path:
     """The course repository: $CRASHLAB_ROOT, or the folder above the installed library's source."""
     if os.environ.get("CRASHLAB_ROOT"):

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from pathlib import Path
@@ -24,99 +25,71 @@ class Faults:
         self.path = state_dir / ledger.CONTROL_LEDGER
         self.lock = threading.Lock()
 
+    def _connection(self):
+        """A connection to the control ledger, closed when the block ends (each write commits on its own)."""
+        return contextlib.closing(ledger.connect(self.path))
+
     def set(self, name: str, remaining: int = 1, arg: str | None = None) -> None:
-        with self.lock:
-            conn = ledger.connect(self.path)
-            try:
-                conn.execute("INSERT OR REPLACE INTO faults(name, remaining, arg) VALUES (?, ?, ?)",
-                             (name, remaining, arg))
-            finally:
-                conn.close()
+        with self.lock, self._connection() as conn:
+            conn.execute("INSERT OR REPLACE INTO faults(name, remaining, arg) VALUES (?, ?, ?)",
+                         (name, remaining, arg))
 
     def take(self, name: str) -> str | None:
         """Consume one firing of fault ``name``; return its argument ('' if none), or None if unarmed."""
-        with self.lock:
-            conn = ledger.connect(self.path)
-            try:
-                row = conn.execute("SELECT remaining, arg FROM faults WHERE name = ?", (name,)).fetchone()
-                if row is None or row["remaining"] <= 0:
-                    return None
-                conn.execute("UPDATE faults SET remaining = remaining - 1 WHERE name = ?", (name,))
-                return row["arg"] or ""
-            finally:
-                conn.close()
+        with self.lock, self._connection() as conn:
+            row = conn.execute("SELECT remaining, arg FROM faults WHERE name = ?", (name,)).fetchone()
+            if row is None or row["remaining"] <= 0:
+                return None
+            conn.execute("UPDATE faults SET remaining = remaining - 1 WHERE name = ?", (name,))
+            return row["arg"] or ""
 
     def all(self) -> list[dict]:
-        conn = ledger.connect(self.path)
-        try:
+        with self._connection() as conn:
             return [dict(r) for r in conn.execute("SELECT * FROM faults ORDER BY name")]
-        finally:
-            conn.close()
 
     # A flaky world: for a time, every request fails with a retryable status and does nothing.
     def set_flaky(self, seconds: float, status: int, model_status: int | None) -> None:
-        with self.lock:
-            conn = ledger.connect(self.path)
-            try:
-                conn.execute("INSERT INTO flaky(id, until, status, model_status) VALUES (1, ?, ?, ?) ON CONFLICT(id)"
-                             " DO UPDATE SET until = excluded.until, status = excluded.status,"
-                             " model_status = excluded.model_status", (time.time() + seconds, status, model_status))
-            finally:
-                conn.close()
+        with self.lock, self._connection() as conn:
+            conn.execute("INSERT INTO flaky(id, until, status, model_status) VALUES (1, ?, ?, ?) ON CONFLICT(id)"
+                         " DO UPDATE SET until = excluded.until, status = excluded.status,"
+                         " model_status = excluded.model_status", (time.time() + seconds, status, model_status))
 
     def flaky_status(self, model: bool) -> int | None:
         """The status to answer this request with, if the world is flaky now (counted); else None."""
-        with self.lock:
-            conn = ledger.connect(self.path)
-            try:
-                row = conn.execute("SELECT until, status, model_status FROM flaky WHERE id = 1").fetchone()
-                status = None if row is None or row["until"] <= time.time() else \
-                    row["model_status"] if model else row["status"]
-                if status is not None:
-                    conn.execute("UPDATE flaky SET refused = refused + 1 WHERE id = 1")
-                return status
-            finally:
-                conn.close()
+        with self.lock, self._connection() as conn:
+            row = conn.execute("SELECT until, status, model_status FROM flaky WHERE id = 1").fetchone()
+            status = None if row is None or row["until"] <= time.time() else \
+                row["model_status"] if model else row["status"]
+            if status is not None:
+                conn.execute("UPDATE flaky SET refused = refused + 1 WHERE id = 1")
+            return status
 
     def flaky(self) -> dict:
-        conn = ledger.connect(self.path)
-        try:
+        with self._connection() as conn:
             row = conn.execute("SELECT until, refused FROM flaky WHERE id = 1").fetchone()
             return {"seconds_left": max(0.0, row["until"] - time.time()) if row else 0.0,
                     "refused": row["refused"] if row else 0}  # since the world's ledgers were made
-        finally:
-            conn.close()
 
     # Permanent failures: every call of a tool for an order fails the same way, until cleared.
     def set_failure(self, order_id: str, tool: str, reason: str | None) -> None:
         """Make ``tool`` fail for good for ``order_id`` with ``reason``; ``reason=None`` clears it (``tool=None``:
         every tool of the order)."""
-        with self.lock:
-            conn = ledger.connect(self.path)
-            try:
-                if reason is not None:
-                    conn.execute("INSERT OR REPLACE INTO failures(order_id, tool, reason) VALUES (?, ?, ?)",
-                                 (order_id, tool, reason))
-                elif tool is None:
-                    conn.execute("DELETE FROM failures WHERE order_id = ?", (order_id,))
-                else:
-                    conn.execute("DELETE FROM failures WHERE order_id = ? AND tool = ?", (order_id, tool))
-            finally:
-                conn.close()
+        with self.lock, self._connection() as conn:
+            if reason is not None:
+                conn.execute("INSERT OR REPLACE INTO failures(order_id, tool, reason) VALUES (?, ?, ?)",
+                             (order_id, tool, reason))
+            elif tool is None:
+                conn.execute("DELETE FROM failures WHERE order_id = ?", (order_id,))
+            else:
+                conn.execute("DELETE FROM failures WHERE order_id = ? AND tool = ?", (order_id, tool))
 
     def failure(self, order_id: str, tool: str) -> str | None:
         """The reason ``tool`` fails for good for ``order_id``, or None."""
-        conn = ledger.connect(self.path)
-        try:
+        with self._connection() as conn:
             row = conn.execute("SELECT reason FROM failures WHERE order_id = ? AND tool = ?",
                                (order_id, tool)).fetchone()
             return row["reason"] if row else None
-        finally:
-            conn.close()
 
     def failures(self) -> list[dict]:
-        conn = ledger.connect(self.path)
-        try:
+        with self._connection() as conn:
             return [dict(r) for r in conn.execute("SELECT * FROM failures ORDER BY order_id, tool")]
-        finally:
-            conn.close()

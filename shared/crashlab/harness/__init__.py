@@ -1,0 +1,29 @@
+"""The crash harness: kill an agent at a named point, resume it in a new process, audit the world.
+
+For each crash point the harness starts a fresh world, arms the crash point *in the world*, runs
+``python AGENT.py --order ID`` (which is told nothing), and lets the world kill the agent's process
+group when it sees the request for that point. It then runs the same command again as a brand-new
+process and audits the world's ledgers. Whether a point was reached is what the world saw; a crash
+point that was never reached is a failure, not a pass.
+
+Whatever an agent does, a row ends: every kill takes the agent's process group and everything it
+started (:mod:`crashlab.processes`), no wait is without a timeout, and every scratch folder the
+harness made is removed when its run ends, also on an error or Ctrl-C (:mod:`crashlab.scratch`).
+On Ctrl-C (or SIGTERM, in the CLI) the rows under way do not run on to their timeout: their agent
+processes are killed at once, and no row starts another (:class:`crashlab.harness.runs._Rows`).
+
+The failure path (``fail="reserve_item"``, say): every row's world is told first that the step fails for good
+for the order, and a correct agent undoes what it did -- the points are those of the do steps up to the failure
+and of the undo steps (:func:`crashlab.order.failure_points`), and the expected end is ``cleanly undone``.
+
+The package, by concern: :mod:`~crashlab.harness.runs` (agent processes, Ctrl-C), :mod:`~crashlab.harness.verdicts`
+(what a correct agent shows, the judge), :mod:`~crashlab.harness.matrix` (rows and the crash matrix).
+"""
+
+from crashlab.harness.matrix import Matrix, crash_row, crash_test, double_crash_pairs, resolve_points
+from crashlab.harness.runs import ProcessRun, RowsStopped, _Running, run_agent, run_python, start_agent
+from crashlab.harness.verdicts import BASELINE, EXPECTATIONS, FAILURE_EXPECTATIONS, Row, judge
+
+__all__ = ["crash_test", "crash_row", "run_agent", "run_python", "start_agent", "double_crash_pairs", "resolve_points",
+           "judge", "Matrix", "Row", "ProcessRun", "RowsStopped", "EXPECTATIONS", "FAILURE_EXPECTATIONS", "BASELINE",
+           "_Running"]

@@ -1,0 +1,317 @@
+"""The crash matrix: one row per crash point -- a fresh world, a real SIGKILL at the point, a resume in a new
+process, a verdict from the audit -- run a few rows at a time, plus the double crashes and racing resumers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from crashlab import sandbox as sandboxes
+from crashlab.harness.runs import ProcessRun, _Rows, _Running, run_agent, start_agent
+from crashlab.harness.verdicts import BASELINE, EXPECTATIONS, FAILURE_EXPECTATIONS, Row, judge
+from crashlab.launcher import WarmLauncher
+from crashlab.order import ORDER_ID, TOOL_ORDER, check_crash_point, check_failure, default_points, failure_path, \
+    failure_points
+from crashlab.scratch import remove_scratch
+from crashlab.world import World
+
+
+def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect: str = "durable",
+              workdir: Path | None = None, timeout: float = 60.0, keep: bool = False, resumers: int = 1,
+              then_crash_at: str | None = None, faults: list[tuple] | None = None, extra_env: dict | None = None,
+              launcher: "WarmLauncher | str | None" = None, fail: str | None = None,
+              key_lifetime: float | None = None) -> Row:
+    """One row of the matrix: a fresh world, a crash at ``point`` (or none for the baseline), a resume.
+
+    - ``resumers``: how many resume processes start at once after the crash (they race);
+    - ``then_crash_at``: a second crash point for the first resume (a double crash), then a clean resume;
+    - ``faults``: ``(name, times, arg)`` faults armed in the world first, e.g. ``("lost_ack:charge_card", 1, None)``;
+    - ``launcher``: a running :class:`~crashlab.launcher.WarmLauncher`, or None (or ``"exec"``) for a new
+      interpreter per process;
+    - ``fail``: ``TOOL`` or ``TOOL:REASON``, a step told to fail for good for the order before the first run
+      (the failure path: the order must end cleanly undone);
+    - ``key_lifetime``: the row's world forgets a completed idempotency key that many seconds after its first
+      use (as payment providers do after about a day), and the resume starts only once the crashed run's keys
+      are forgotten: an agent that relies on its keys alone charges again.
+    """
+    if key_lifetime is not None and not 0 < key_lifetime < 600:
+        raise ValueError(f"key_lifetime must be between 0 and 600 seconds, got {key_lifetime!r}")
+    base = Path(tempfile.mkdtemp(prefix="row-", dir=workdir))
+    try:
+        with sandboxes.crash_user(home=base):  # while grading: the row's processes, all killed after each crash
+            return _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_crash_at, faults,
+                              extra_env, launcher, fail, key_lifetime)
+    finally:
+        if not keep:
+            remove_scratch(base)
+
+
+def _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_crash_at, faults, extra_env,
+               launcher, fail=None, key_lifetime=None) -> Row:
+    failing = check_failure(fail) if fail is not None else None  # before any world starts
+    sandboxes.give(base)
+    world = World.start(base / "world", key_lifetime=key_lifetime)
+    label = point if then_crash_at is None else f"{point} + {then_crash_at}"
+    try:
+        if failing is not None:
+            world.fail_permanently(order_id, *failing)
+        for name, times, arg in faults or []:
+            world.inject(name, times, arg)
+        runs: list[ProcessRun] = []
+        problems: list[str] = []
+        reached = True
+        crashes = [p for p in (point, then_crash_at) if p and p != BASELINE]
+        for number, crash_point in enumerate(crashes):
+            run = run_agent(agent, world, order_id, crash_at=crash_point, timeout=timeout, extra_env=extra_env,
+                            launcher=launcher)
+            runs.append(run)
+            if run.crashed_at != crash_point:
+                reached = False
+                if run.timed_out:
+                    why = "the agent hung before reaching it"
+                elif run.returncode == 0:
+                    why = "the agent finished without passing through it"
+                else:
+                    why = f"the agent failed first: {run.last_error_line()}"
+                which = "crash point" if number == 0 else "second crash point (during the resume)"
+                problems.append(f"{crash_point}: {which} never reached ({why})")
+                break
+        recovery = None
+        last = runs[-1] if runs else None
+        if reached:
+            count = 1 if point == BASELINE else max(1, resumers)  # the baseline is one clean run
+            if key_lifetime is not None and runs:
+                time.sleep(max(0.0, runs[-1].ended + key_lifetime + 0.2 - time.time()))  # the crashed run's keys expire
+            resumes = _resume(agent, world, order_id, count, timeout, extra_env, launcher)
+            sandboxes.kill_crashed()  # nothing left running that could change the world under the audit
+            runs += resumes
+            finished_ok = [r for r in resumes if r.returncode == 0]
+            last = finished_ok[0] if finished_ok else resumes[0]
+            recovery = max(r.ended for r in resumes) - min(r.started for r in resumes)
+        audit = world.audit(order_id)
+        problems += judge(label, audit, reached, last, expect, fail)
+        ended = audit.verdict == "cleanly undone" if fail is not None else audit.finished
+        return Row(label, reached, audit.counts, audit.duplicates, audit.model_calls, audit.repeated_model_calls,
+                   ended and (last is None or last.returncode == 0), recovery, problems, runs, audit.events,
+                   audit.verdict if fail is not None else None)
+    finally:
+        world.stop()
+
+
+def _resume(agent, world, order_id, count, timeout, extra_env, launcher) -> list[ProcessRun]:
+    """Start ``count`` resume processes at once and wait for them all. If one cannot be started or waited
+    for, the others are killed and waited for before the error goes on: none is left running."""
+    started: list[_Running] = []
+    try:
+        for _ in range(count):
+            started.append(start_agent(agent, world, order_id, extra_env=extra_env, launcher=launcher))
+        return [running.finish(timeout) for running in started]
+    except BaseException:
+        for running in started:
+            running.kill()
+            with contextlib.suppress(Exception):
+                running.finish(0)
+        raise
+
+
+def double_crash_pairs(sample: int | None = 6, fail: str | None = None) -> list[tuple[str, str]]:
+    """Pairs (first crash, crash during the resume) that a correct resume always reaches: the second
+    point is at a tool that comes after the first point's step, so no durable record can skip it. With
+    ``fail``, the tools of the failure path (the do steps up to the failure, then the undo steps); a model
+    call is paired only for a do step (code that owns the undo asks the model nothing for it)."""
+    if fail is None:
+        tools = list(TOOL_ORDER)
+    else:
+        do, undo = failure_path(check_failure(fail)[0])
+        tools = do + undo
+    pairs = []
+    for i, first_tool in enumerate(tools):
+        for later in tools[i + 1:]:
+            firsts = [f"before:{first_tool}", f"after:{first_tool}"]
+            if first_tool in TOOL_ORDER:
+                firsts.insert(0, f"after:model#{i + 1}")
+            for first in firsts:
+                pairs.append((first, f"after:{later}"))
+    if sample is not None and sample < len(pairs):
+        step = len(pairs) / sample
+        pairs = [pairs[int(k * step)] for k in range(sample)]
+    return pairs
+
+
+def resolve_points(points: str | list[str], fail: str | None = None) -> list[str]:
+    """``"all"`` means every point of the order task (with ``fail``, of its failure path); otherwise a list or a
+    comma-separated string."""
+    if isinstance(points, str):
+        every = default_points() if fail is None else failure_points(check_failure(fail)[0])
+        points = every if points == "all" else [p.strip() for p in points.split(",") if p.strip()]
+    return [check_crash_point(p) for p in points]  # ValueError for a point no run could reach
+
+
+@dataclass
+class Matrix:
+    agent: str
+    order_id: str
+    expect: str
+    rows: list[Row]
+    seconds: float
+    resumers: int = 1
+    launcher: str = "warm"
+    fail: str | None = None  # TOOL:REASON of the failure path, or None
+    not_run: int = 0  # rows left out after the first failing one (``stop_at_first_failure``)
+    key_lifetime: float | None = None  # seconds a key lived in each row's world; resumes came after (None: forever)
+
+    @property
+    def ok(self) -> bool:
+        return not self.not_run and all(row.ok for row in self.rows)
+
+    @property
+    def expectation(self) -> str:
+        return (EXPECTATIONS if self.fail is None else FAILURE_EXPECTATIONS)[self.expect]
+
+    def problems(self) -> list[str]:
+        return [problem for row in self.rows for problem in row.problems]
+
+    def row(self, point: str) -> Row:
+        return next(r for r in self.rows if r.point == point)
+
+    def as_dict(self) -> dict:
+        return {"agent": self.agent, "order_id": self.order_id, "expect": self.expect, "resumers": self.resumers,
+                "launcher": self.launcher, **({} if self.fail is None else {"fail": self.fail}),
+                "expectation": self.expectation, "ok": self.ok, "seconds": round(self.seconds, 2),
+                **({"not_run": self.not_run} if self.not_run else {}),
+                **({} if self.key_lifetime is None else {"key_lifetime": self.key_lifetime}),
+                "rows": [row.as_dict() for row in self.rows]}
+
+    def table(self) -> str:
+        header = ["crash point", "reached", "duplicates", "model calls", "repeated", "finished", "recovery"]
+        if self.fail is not None:
+            header[5] = "outcome"
+        if self.expect != "observe":
+            header.append("verdict")
+        lines = []
+        for row in self.rows:
+            cells = [row.point, "yes" if row.reached else "NO", str(row.duplicates), str(row.model_calls),
+                     str(row.repeated_model_calls),
+                     (row.verdict or "-") if self.fail is not None else "yes" if row.finished else "NO",
+                     "-" if row.recovery_s is None else f"{row.recovery_s:5.2f} s"]
+            if self.expect != "observe":
+                cells.append("ok" if row.ok else "FAIL")
+            lines.append(cells)
+        widths = [max(len(str(c)) for c in column) for column in zip(header, *lines)]
+        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+        out = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
+        out += [fmt.format(*cells) for cells in lines]
+        return "\n".join(out)
+
+    def __str__(self) -> str:
+        title = f"{Path(self.agent).name} on {self.order_id} -- expected: {self.expectation}"
+        if self.fail is not None:
+            title = f"{Path(self.agent).name} on {self.order_id}, {self.fail} failing for good -- expected: " \
+                    f"{self.expectation}"
+        if self.resumers > 1:
+            title += f"\n({self.resumers} resume processes started at once after each crash)"
+        if self.key_lifetime is not None:
+            title += f"\n(idempotency keys forgotten {self.key_lifetime:g} s after first use; each resume came later)"
+        text = f"{title}\n{self.table()}"
+        if self.not_run:
+            text += f"\n({self.not_run} more crash points not run: the first failing one ended the test)"
+        if self.problems():
+            text += "\n\n" + "\n".join(f"- {p}" for p in self.problems())
+        return text
+
+    __repr__ = __str__
+
+    def write_json(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.as_dict(), indent=2) + "\n")
+
+
+def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str = ORDER_ID, *,
+               expect: str = "durable", baseline: bool = True, jobs: int = 2, timeout: float = 60.0,
+               progress: bool = True, workdir: str | Path | None = None, resumers: int = 1,
+               double: list[tuple[str, str]] | None = None, faults: list[tuple] | None = None,
+               extra_env: dict | None = None, launcher: "str | WarmLauncher" = "warm",
+               preload: tuple[str, ...] = (), fail: str | None = None, key_lifetime: float | None = None,
+               stop_at_first_failure: bool = False) -> Matrix:
+    """Run the crash matrix: one row per crash point (plus a clean baseline run).
+
+    ``double`` adds rows with a second crash during the resume (see :func:`double_crash_pairs`);
+    ``resumers`` starts that many resume processes at once; ``faults`` are armed in every row's world;
+    ``launcher`` is ``"warm"`` (fork from a warm interpreter, with ``preload`` imported), ``"exec"``, or a
+    running :class:`~crashlab.launcher.WarmLauncher` to share between several matrices.
+
+    ``fail`` (``"reserve_item"``, ``"reserve_item:out_of_stock"``, ``"out_of_stock"``) runs the matrix through the
+    failure path: that step fails for good for the order in every row, ``"all"`` means the points of the do
+    steps up to it and of the undo steps, and each row must end ``cleanly undone`` (see :data:`FAILURE_EXPECTATIONS`).
+    """
+    agent = Path(agent)
+    if not agent.is_file():
+        raise FileNotFoundError(f"no agent file at {agent}")
+    if expect not in EXPECTATIONS:
+        raise ValueError(f"expect must be one of {sorted(EXPECTATIONS)}")
+    shared = launcher if isinstance(launcher, WarmLauncher) else None
+    if shared is None and launcher not in ("warm", "exec"):
+        raise ValueError("launcher must be 'warm', 'exec' or a WarmLauncher")
+    if fail is not None:
+        fail = "{}:{}".format(*check_failure(fail))  # ValueError, one line, before any world starts
+    if key_lifetime is not None and not 0 < key_lifetime < 600:
+        raise ValueError(f"key_lifetime must be between 0 and 600 seconds, got {key_lifetime!r}")
+    todo: list[tuple[str, str | None]] = [(BASELINE, None)] if baseline else []
+    todo += [(p, None) for p in resolve_points(points, fail)]
+    for first, second in double or []:
+        resolve_points([first, second])
+        todo.append((first, second))
+    started = time.time()
+    own_dir = workdir is None
+    workdir = Path(tempfile.mkdtemp(prefix="crashlab-matrix-")) if own_dir else Path(workdir)
+    warm = None
+    try:  # from here on, the scratch folder is removed however the run ends (a launcher that fails, Ctrl-C)
+        workdir.mkdir(parents=True, exist_ok=True)
+        if own_dir:
+            os.chmod(workdir, 0o711)  # agents (the sandbox user, while grading) reach their own rows, list nothing
+        warm = shared or (WarmLauncher(preload) if launcher == "warm" else None)
+        rows_running = _Rows()
+        failed = threading.Event()
+
+        def one_row(point: str, second: str | None) -> Row | None:
+            if stop_at_first_failure and failed.is_set():
+                return None  # set by a row that ended in this thread or another: this one is not run
+            row = rows_running.run(crash_row, agent, point, order_id, expect=expect, workdir=workdir, timeout=timeout,
+                                   resumers=resumers, then_crash_at=second, faults=faults, extra_env=extra_env,
+                                   launcher=warm, fail=fail, key_lifetime=key_lifetime)
+            if not row.ok:
+                failed.set()
+            return row
+
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            futures = [pool.submit(one_row, p, second) for p, second in todo]
+            try:
+                done = as_completed(futures)
+                if progress:
+                    from tqdm.auto import tqdm  # a widget in a notebook (not text on the red stderr), else stderr
+
+                    done = tqdm(done, total=len(futures), desc=f"crash matrix: {agent.name}", unit="point",
+                                dynamic_ncols=True)
+                for future in done:
+                    future.result()
+                rows = [row for row in (f.result() for f in futures) if row is not None]
+            except BaseException:
+                for future in futures:  # rows not started yet never start; those running end now, their agents killed
+                    future.cancel()
+                rows_running.stop()
+                raise
+    finally:
+        if warm is not None and shared is None:
+            warm.close()
+        if own_dir:
+            remove_scratch(workdir)
+    return Matrix(str(agent), order_id, expect, rows, time.time() - started, resumers=resumers,
+                  launcher="warm" if shared else launcher, fail=fail, not_run=len(todo) - len(rows),
+                  key_lifetime=key_lifetime)

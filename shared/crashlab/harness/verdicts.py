@@ -1,0 +1,96 @@
+"""What a correct agent must show at a crash point, and the judge that compares a row's audit with it.
+
+A row is judged from the world's ledgers (the audit), never from what the agent says about itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from crashlab.audit import Audit, Event
+from crashlab.harness.runs import ProcessRun
+from crashlab.order import TOOL_ORDER, check_failure, failure_path
+
+# What a correct agent must show at each crash point, by name.
+EXPECTATIONS = {
+    "durable": "0 duplicates, finished, no repeated model call except one at after:model#N",
+    "no-repeats": "finished, no repeated model call except one at after:model#N (duplicates allowed)",
+    "observe": "no verdict: report what happens",
+}
+# The same, through the failure path: the order is to end cleanly undone, not finished.
+FAILURE_EXPECTATIONS = {
+    "durable": "0 duplicates, cleanly undone, no repeated model call except one at after:model#N",
+    "no-repeats": "cleanly undone, no repeated model call except one at after:model#N (duplicates allowed)",
+    "observe": "no verdict: report what happens",
+}
+BASELINE = "(no crash)"
+
+
+
+@dataclass
+class Row:
+    point: str
+    reached: bool
+    effects: dict
+    duplicates: int
+    model_calls: int
+    repeated_model_calls: int
+    finished: bool
+    recovery_s: float | None
+    problems: list[str] = field(default_factory=list)
+    runs: list[ProcessRun] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    verdict: str | None = None  # through the failure path: the audit's verdict (finished = cleanly undone)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def as_dict(self) -> dict:
+        return {"point": self.point, "reached": self.reached, "effects": self.effects,
+                "duplicates": self.duplicates, "model_calls": self.model_calls,
+                "repeated_model_calls": self.repeated_model_calls, "finished": self.finished,
+                "recovery_s": None if self.recovery_s is None else round(self.recovery_s, 3),
+                "ok": self.ok, "problems": self.problems,
+                "runs": [{"pid": r.pid, "returncode": r.returncode, "seconds": round(r.seconds, 3),
+                          "timed_out": r.timed_out} for r in self.runs]} | ({} if self.verdict is None else
+                                                                             {"verdict": self.verdict})
+
+
+def judge(point: str, audit: Audit, reached: bool, last: ProcessRun | None, expect: str,
+          fail: str | None = None) -> list[str]:
+    """The problems at one crash point, each naming the point and what went wrong. With ``fail`` (the step that
+    fails for good) the order must end cleanly undone instead of finished."""
+    if not reached:
+        return []  # already reported by the caller
+    problems = []
+    if last is not None and last.timed_out:
+        problems.append(f"{point}: the resumed agent hung and was killed after its timeout")
+    elif last is not None and last.returncode != 0:
+        problems.append(f"{point}: the resumed agent failed ({last.last_error_line()})")
+    if expect == "observe":
+        return problems
+    allowed = 1 if point.startswith("after:model#") else 0
+    if audit.repeated_model_calls > allowed:
+        problems.append(f"{point}: {audit.repeated_model_calls} repeated model call(s) -- the model was asked "
+                        f"again for an answer that was already recorded" + (" (1 is the unavoidable window here)"
+                                                                             if allowed else ""))
+    turns = len(TOOL_ORDER) + 1  # one model call per tool, then the final answer
+    if fail is not None:  # one per do step up to the failure, at most one per undo step, and the final answer
+        turns = sum(map(len, failure_path(check_failure(fail)[0]))) + 1
+    if audit.model_calls > turns + allowed and audit.repeated_model_calls <= allowed:
+        problems.append(f"{point}: {audit.model_calls} model calls for a {turns}-turn order -- the model was asked "
+                        f"again for turns it had already answered (a reworded conversation is still a repeat)")
+    if expect == "durable" and audit.duplicates:
+        problems.append(f"{point}: " + ", ".join(audit.duplicate_findings()))
+    if fail is not None:
+        if audit.verdict != "cleanly undone":
+            if audit.verdict == "completed":
+                why = f"{fail} failed for good, yet the order completed"
+            else:
+                why = "; ".join(audit.inconsistencies) or "the world did nothing for it, not even a cancellation"
+            problems.append(f"{point}: the order was not cleanly undone ({audit.verdict}: {why})")
+    elif not audit.finished:
+        what = f"missing {', '.join(audit.missing)}" if audit.missing else "the model never gave its final answer"
+        problems.append(f"{point}: the order did not finish ({what})")
+    return problems
