@@ -4,12 +4,14 @@ non-retryable ApplicationError) -- taken from the lesson's master (solutions/06_
 them, under the crash harness through the failure path; and each one unkeyed (the master's ``undo.py`` sending no
 key) caught by the audit.
 
-Cheap on purpose: a few representative points per engine (the failure answered but not recorded, a crash inside
-the undo, the last compensation), two racing resumers on two points of the longer undo, the success path at two
+Cheap on purpose, and only what nothing else checks: lesson 7 runs each saga through the failure path at three
+points (after the failed reservation, after the refund, after the cancellation) under nbval, which compares its
+summary table, and the grader crash-tests the log and DBOS sagas at every point. Here: two racing resumers on two
+points of the longer undo (the confirmation fails, so the reservation is released too), the success path at two
 points, and the unkeyed variant at the one point where it refunds twice. The full failure-path matrix of each agent
 ("all" points) is clean too; it runs in about 20 s (LangGraph), 30 s (DBOS) and 50 s (Temporal) on 2 cores, so
-it is measured by hand (see the issue) rather than here. Temporal's dev server is started once, through the
-grader's own ``crashlab.needs``, for the Temporal tests only, and stopped after them.
+it is measured by hand rather than here. Temporal's dev server is started once, through the grader's own
+``crashlab.needs``, for the Temporal tests only, and stopped after them.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import nbformat
 import pytest
 
 from crashlab.grading.notebooks import written_files
-from crashlab.harness import BASELINE, crash_test
+from crashlab.harness import crash_test
 from crashlab.launcher import WarmLauncher
 from crashlab.needs import Needs
 
@@ -83,19 +85,6 @@ def undo_order(row) -> list[str]:
     """The compensations the world committed, in the order it committed them."""
     return [event.what for event in sorted(row.events, key=lambda e: e.at)
             if event.what in ("release", "refund", "cancellation")]
-
-
-def test_the_failure_path_is_cleanly_undone_at_the_points_around_the_failure_and_inside_the_undo(engine):
-    points = ["after:reserve_item", "after:refund_charge", "after:send_cancellation"]
-    matrix = engine.matrix(points, fail="reserve_item")
-    assert matrix.ok, str(matrix)
-    assert [row.point for row in matrix.rows] == [BASELINE] + points
-    for row in matrix.rows:
-        assert row.verdict == "cleanly undone" and row.finished, str(matrix)
-        assert row.duplicates == 0 and row.repeated_model_calls == 0, str(matrix)
-        assert row.model_calls == 2, "the code owns the undo: the model is asked nothing after the failure"
-        assert row.effects == {"charge": 1, "reservation": 0, "confirmation": 0, "refund": 1, "cancellation": 1}
-        assert undo_order(row) == ["refund", "cancellation"]
 
 
 def test_two_racing_resumers_undo_a_longer_order_once_in_reverse_order(engine):
