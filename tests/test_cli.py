@@ -60,6 +60,7 @@ BAD_INPUTS = [
     bad("preload-with-exec", ["crash-test", "agent.py", "--launcher", "exec", "--preload", "json"]),
     bad("fail-unknown-step", ["crash-test", "agent.py", "--fail", "bogus"]),
     bad("fail-wrong-reason", ["crash-test", "agent.py", "--fail", "reserve_item:card_declined"]),
+    bad("key-lifetime-0", ["crash-test", "agent.py", "--key-lifetime", "0"]),
     # crash-test: where the report goes
     bad("json-missing-folder", ["crash-test", "agent.py", "--json", "nodir/matrix.json"]),
     bad("json-is-a-folder", ["crash-test", "agent.py", "--json", "folder"]),
@@ -218,7 +219,12 @@ def test_help_names_the_tools_and_crash_points_it_accepts():
 
 def test_fail_runs_the_failure_path_from_the_command_line(tmp_path):
     """``--fail``: the step fails for good in every row, undo steps are crash points, rows end cleanly undone."""
-    agent = Path(__file__).parent / "agents" / "compensating_agent.py"
+    from crashlab.grading.notebooks import written_files
+
+    master = Path(__file__).resolve().parents[1] / "solutions" / "06_compensation.ipynb"
+    for name, source in written_files(nbformat.read(master, as_version=4)).items():
+        (tmp_path / name).write_text(source)
+    agent = tmp_path / "compensating_agent.py"  # the saga on the log, as the compensation lesson writes it
     done = subprocess.run([sys.executable, "-m", "crashlab.cli", "crash-test", str(agent), "--fail", "out_of_stock",
                            "--points", "after:refund_charge", "--quiet", "--json", str(tmp_path / "m.json")],
                           capture_output=True, text=True, timeout=120)
@@ -243,7 +249,8 @@ def test_a_good_crash_test_command_line_is_read_as_given(tmp_path):
     assert build_parser().parse_args(["crash-test", str(agent), "--fail", "card_declined"]).fail == "charge_card:card_declined"
     defaults = build_parser().parse_args(["crash-test", str(agent)])
     assert (defaults.points, defaults.jobs, defaults.timeout, defaults.resumers, defaults.double) == ("all", 2, 60, 1, 0)
-    assert defaults.fail is None
+    assert build_parser().parse_args(["crash-test", str(agent), "--key-lifetime", "1.5"]).key_lifetime == 1.5
+    assert defaults.fail is None and defaults.key_lifetime is None
 
 
 def test_good_values_pass_each_check(tmp_path):

@@ -2,8 +2,8 @@
 audit's net state and verdict, a key lifetime, and the crash matrix through the failure path.
 
 Cheap on purpose: the model's choices and the audit's verdicts are checked without a world, the services with
-one world per module, and only two matrices run agents (the keyed agent through every point of the failure
-path, the naive one at the one point where it refunds twice).
+one world per module, and only two matrices run agents, both as the lesson's master writes them (the saga on the
+log through every point of the failure path, its unkeyed twin at the one point where it refunds twice).
 """
 
 from __future__ import annotations
@@ -24,9 +24,7 @@ from crashlab.order import (ALL_TOOLS, COMPENSATION_TOOLS, ORDER_ID, TOOLS, TOOL
                             check_failure, failure_path, failure_points, order_task, undo_request, undo_task)
 from crashlab.world import World, WorldError, policy
 
-AGENTS = Path(__file__).parent / "agents"
-KEYED = AGENTS / "compensating_agent.py"
-NAIVE = AGENTS / "naive_compensating_agent.py"
+MASTER = Path(__file__).resolve().parents[1] / "solutions" / "06_compensation.ipynb"
 
 
 # --- the tools: today's list untouched, the undo tools beside it -----------------------------------------------
@@ -298,16 +296,30 @@ def launcher():
         yield warm
 
 
-def test_the_keyed_compensating_agent_is_clean_at_every_point_of_the_failure_path(launcher):
-    matrix = crash_test(KEYED, "all", fail="send_confirmation", progress=False, launcher=launcher)
+@pytest.fixture(scope="module")
+def lesson_agents(tmp_path_factory) -> Path:
+    """The compensation lesson's files as its master writes them: the saga on the log (compensating_agent.py)
+    and its unkeyed twin (naive_compensating_agent.py)."""
+    import nbformat
+
+    from crashlab.grading.notebooks import written_files
+
+    folder = tmp_path_factory.mktemp("lesson-agents")
+    for name, source in written_files(nbformat.read(MASTER, as_version=4)).items():
+        (folder / name).write_text(source)
+    return folder
+
+
+def test_the_keyed_compensating_agent_is_clean_at_every_point_of_the_failure_path(launcher, lesson_agents):
+    matrix = crash_test(lesson_agents / "compensating_agent.py", "all", fail="send_confirmation", progress=False, launcher=launcher)
     assert matrix.ok, str(matrix)
     assert [row.point for row in matrix.rows] == [BASELINE] + failure_points("send_confirmation")
     assert all(row.verdict == "cleanly undone" and row.duplicates == 0 and row.finished for row in matrix.rows)
     assert all(row.repeated_model_calls == row.point.startswith("after:model#") for row in matrix.rows)
 
 
-def test_the_naive_compensating_agent_refunds_twice_after_a_crash(launcher):
-    matrix = crash_test(NAIVE, "after:refund_charge", fail="reserve_item", baseline=False, progress=False,
+def test_the_naive_compensating_agent_refunds_twice_after_a_crash(launcher, lesson_agents):
+    matrix = crash_test(lesson_agents / "naive_compensating_agent.py", "after:refund_charge", fail="reserve_item", baseline=False, progress=False,
                         launcher=launcher)
     row = matrix.rows[0]
     assert not matrix.ok and row.verdict == "inconsistent" and row.effects["refund"] == 2 and row.duplicates == 1
@@ -323,3 +335,18 @@ def test_world_start_takes_a_key_lifetime(capsys):
         build_parser().parse_args(["world", "start", "--key-lifetime", "0"])
     error = capsys.readouterr().err.strip()
     assert info.value.code == 2 and "\n" not in error and "--key-lifetime" in error
+
+
+def test_a_resume_after_the_key_lifetime_charges_again_when_keys_are_all_an_agent_has(tmp_path, launcher,
+                                                                                       lesson_agents):
+    """The key-lifetime trap, under the harness: the world forgets a key 1 s after its first use and the resume
+    comes after that, so an agent that relies on its keys alone charges a second time."""
+    keyed = lesson_agents / "compensating_agent.py"
+    matrix = crash_test(keyed, ["after:charge_card"], expect="durable", key_lifetime=1.0, progress=False,
+                        workdir=tmp_path, launcher=launcher)
+    baseline, row = matrix.rows
+    assert baseline.ok, baseline.problems  # no crash, no wait: the key never expires within the run
+    assert row.effects["charge"] == 2 and row.duplicates == 1 and not row.ok, row.problems
+    assert matrix.as_dict()["key_lifetime"] == 1.0 and "forgotten 1 s after first use" in str(matrix)
+    with pytest.raises(ValueError, match="key_lifetime"):
+        crash_test(keyed, ["after:charge_card"], key_lifetime=0, progress=False)

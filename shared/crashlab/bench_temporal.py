@@ -11,15 +11,13 @@ arguments: the arguments are in the history, and the recovering worker must not 
 
 from __future__ import annotations
 
-import os
 import time
 from datetime import timedelta
 
 from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
 
-ENV_BLOCK_AT = "CRASHLAB_BENCH_BLOCK_AT"   # the step (1-based) at which to block, in the killed process only
-ENV_MARKER = "CRASHLAB_BENCH_MARKER"       # the file to create when that step is reached
+from crashlab.bench.common import ENV_BLOCK_AT, ENV_MARKER, reached_block_point
 
 # Retry soon after a crash (the default first back-off is 1 s), as lesson 5's tuned profile does.
 RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=2,
@@ -30,16 +28,11 @@ executed = 0  # how many step activities ran in this process (the recovery scene
 
 @activity.defn(name="bench_step")
 async def bench_step(i: int) -> int:
+    """The step of every engine (:func:`crashlab.bench.workloads._step_body`), as an activity."""
     global executed
     executed += 1
-    block_at = os.environ.get(ENV_BLOCK_AT)
-    if block_at and i + 1 == int(block_at):
-        marker = os.environ.get(ENV_MARKER)
-        if marker:
-            with open(marker, "w") as f:
-                f.write(f"{os.getpid()} {time.time()}\n")
-        while True:  # wait here for the SIGKILL
-            await activity_sleep(3600)
+    while reached_block_point(i):  # wait here for the SIGKILL
+        await activity_sleep(3600)
     return i + 1
 
 

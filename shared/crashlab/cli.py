@@ -93,7 +93,8 @@ def _crash_test(args) -> int:
                             timeout=args.timeout, progress=not args.quiet, resumers=args.resumers,
                             double=double_crash_pairs(args.double) if args.double else None,
                             faults=[(f"lost_ack:{tool}", 1, None) for tool in args.lost_ack] or None,
-                            launcher=args.launcher, preload=tuple(args.preload), fail=args.fail)
+                            launcher=args.launcher, preload=tuple(args.preload), fail=args.fail,
+                            key_lifetime=args.key_lifetime)
     except (FileNotFoundError, ValueError, WorldError, LauncherError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -344,6 +345,9 @@ def build_parser() -> Parser:
                        help="run the failure path: STEP fails for good in every row (reserve_item, "
                             "reserve_item:out_of_stock, card_declined...), 'all' points then include the undo steps, "
                             "and each row must end cleanly undone")
+    crash.add_argument("--key-lifetime", type=check.positive_seconds, default=None, metavar="SECONDS",
+                       help="each row's world forgets an idempotency key SECONDS after its first use, and the resume "
+                            "starts after that (the key-lifetime trap; default: keys are never forgotten)")
     crash.add_argument("--launcher", choices=["warm", "exec"], default="warm",
                        help="warm: fork each process from a pre-warmed interpreter; exec: a new interpreter each time")
     crash.add_argument("--preload", type=check.module_name, action="append", default=[], metavar="MODULE",

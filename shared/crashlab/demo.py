@@ -29,9 +29,13 @@ def reference_agents(solutions: Path) -> list[tuple[Path, dict]]:
 
 
 def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, solutions: Path | None = None,
-                       verbose: bool = True, progress: bool = True, only_durable: bool = False):
+                       verbose: bool = True, progress: bool = True, only_durable: bool = False,
+                       fail_points: str | list[str] = "all"):
     """Run every lesson's reference agents (taken from the masters) through the crash matrix, starting
-    and stopping the servers they need. Yields ``(lesson, spec, matrix)`` as each finishes."""
+    and stopping the servers they need. Yields ``(lesson, spec, matrix)`` as each finishes.
+
+    An agent whose spec names a step that fails for good (``"fail": "reserve_item"``: the compensation lesson's)
+    runs the failure path, at ``fail_points`` when ``points`` is a list (the do path's points are not all on it)."""
     from crashlab.needs import Needs
 
     solutions = solutions or repo_root() / "solutions"
@@ -48,11 +52,14 @@ def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, soluti
                 (folder / name).write_text(source)
             if verbose:
                 print(f"\n== {master.stem}: {spec['title']} ==", flush=True)
-            chosen = spec.get("crash_points", "all") if points == "all" else points
+            if points == "all":
+                chosen = spec.get("crash_points", "all")
+            else:
+                chosen = fail_points if spec.get("fail") else points
             matrix = crash_test(folder / spec["agent"], chosen, expect=spec.get("expect", "durable"), jobs=jobs,
                                 workdir=folder / ".rows", resumers=int(spec.get("resumers", 1)),
                                 launcher=spec.get("launcher", "warm"), preload=tuple(spec.get("preload", ())),
-                                extra_env=needs.env_for(spec), progress=progress)
+                                extra_env=needs.env_for(spec), progress=progress, fail=spec.get("fail"))
             yield master.stem, spec, matrix
 
 

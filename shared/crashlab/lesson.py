@@ -12,13 +12,14 @@ from crashlab.world import World
 _worlds: list[World] = []
 
 
-def fresh_world(name: str, root: str | os.PathLike = ".crashlab") -> World:
+def fresh_world(name: str, root: str | os.PathLike = ".crashlab", **options) -> World:
     """Stop the world this helper started last, and start a fresh one in ``root/name``.
 
-    Each scene of a lesson gets a clean world, so its audit shows only that scene.
+    Each scene of a lesson gets a clean world, so its audit shows only that scene. ``options`` go to
+    :meth:`World.start` (``key_lifetime=2.0``, say).
     """
     stop_worlds()
-    world = World.start(Path(root) / name)
+    world = World.start(Path(root) / name, **options)
     _worlds.append(world)
     # The notebook's own process talks to this world too (call_tool from a cell, for instance).
     os.environ.update({key: value for key, value in world.env().items() if key.startswith("CRASHLAB_")})

@@ -1,20 +1,38 @@
 """What every part of the benchmark shares: the engine names, the environment variables through which the
-caller's process tells a child what to do (same names as in :mod:`crashlab.bench_temporal`), the Temporal
+caller's process tells a child what to do, the point where every engine's step stops dead in the process the
+recovery scene kills (:func:`reached_block_point`), the Temporal
 recovery scene's activity timeout (used by the workload and by the note that explains the figure), and
 :class:`BenchError`, the one exception that becomes a row's note instead of a traceback."""
 
+import os
+import time
+from pathlib import Path
+
 ENGINES = ("floor", "langgraph-exit", "langgraph-async", "langgraph-sync", "dbos-sqlite", "dbos-postgres",
            "temporal")
-ENV_BLOCK_AT = "CRASHLAB_BENCH_BLOCK_AT"   # same names as in crashlab.bench_temporal
-ENV_MARKER = "CRASHLAB_BENCH_MARKER"
+ENV_BLOCK_AT = "CRASHLAB_BENCH_BLOCK_AT"   # the step (1-based) at which to block, in the killed process only
+ENV_MARKER = "CRASHLAB_BENCH_MARKER"       # the file to create when that step is reached
 ENV_DB_URL = "CRASHLAB_BENCH_DB_URL"
 ENV_TEMPORAL = "CRASHLAB_BENCH_TEMPORAL_ADDRESS"
 TEMPORAL_RECOVERY_TIMEOUT_S = 2           # start-to-close of the activities in the Temporal recovery scene
+
+
+def reached_block_point(i: int) -> bool:
+    """Whether step ``i`` (0-based) is where this process is to stop dead and wait for its SIGKILL: only in
+    the process the recovery scene kills, told so through its environment (never through the workflow's
+    arguments, which the recovering process replays). Leaves the marker the parent waits for first."""
+    block_at = os.environ.get(ENV_BLOCK_AT)
+    if not block_at or i + 1 != int(block_at):
+        return False
+    marker = os.environ.get(ENV_MARKER)
+    if marker:
+        Path(marker).write_text(f"{os.getpid()} {time.time()}\n")
+    return True
 
 
 class BenchError(RuntimeError):
     """One engine's measurement could not be made; the message becomes that row's note."""
 
 
-__all__ = ["ENGINES", "ENV_BLOCK_AT", "ENV_MARKER", "ENV_DB_URL", "ENV_TEMPORAL", "TEMPORAL_RECOVERY_TIMEOUT_S",
+__all__ = ["ENGINES", "reached_block_point", "ENV_BLOCK_AT", "ENV_MARKER", "ENV_DB_URL", "ENV_TEMPORAL", "TEMPORAL_RECOVERY_TIMEOUT_S",
            "BenchError"]

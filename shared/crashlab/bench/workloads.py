@@ -15,8 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, TypedDict
 
-from crashlab.bench.common import (ENV_BLOCK_AT, ENV_DB_URL, ENV_MARKER, ENV_TEMPORAL, TEMPORAL_RECOVERY_TIMEOUT_S,
-                                   BenchError)
+from crashlab.bench.common import ENV_DB_URL, ENV_TEMPORAL, TEMPORAL_RECOVERY_TIMEOUT_S, BenchError, reached_block_point
 
 APP_VERSION = "crashlab-bench-1"          # pinned: the recovering DBOS process must match the killed one
 
@@ -24,17 +23,12 @@ _executed = 0  # steps run in this process (the recovery scene reports it)
 
 
 def _step_body(i: int) -> int:
-    """What every engine's step does: count itself, and, in the process that is about to be killed,
-    stop dead at the chosen step after leaving a marker for the parent."""
+    """What every engine's step does (Temporal's activity too, in :mod:`crashlab.bench_temporal`): count
+    itself, and, in the process that is about to be killed, stop dead at the chosen step."""
     global _executed
     _executed += 1
-    block_at = os.environ.get(ENV_BLOCK_AT)
-    if block_at and i + 1 == int(block_at):
-        marker = os.environ.get(ENV_MARKER)
-        if marker:
-            Path(marker).write_text(f"{os.getpid()} {time.time()}\n")
-        while True:  # wait for the SIGKILL
-            time.sleep(3600)
+    while reached_block_point(i):  # wait for the SIGKILL
+        time.sleep(3600)
     return i + 1
 
 

@@ -20,7 +20,7 @@ JUDGE_SETUP_TAG = "judge-setup"
 
 
 def notebook_answers(submission, master, workdir: Path) -> list[str]:
-    """Answers written as cells rather than files (``def predict(...)`` in lesson 6): the grader puts
+    """Answers written as cells rather than files (``def predict(...)`` in lesson 7): the grader puts
     them in a module of the student's -- after the imports of the notebook's given cells, which they may
     use -- and the judge calls it across the boundary like any other. Returns the names those cells
     define; a cell that is not plain Python is left out."""
@@ -102,7 +102,8 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline) -
 def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict | None = None) -> TestResult:
     """Score one crash-matrix check on an agent file in ``workdir`` (``needs``: a shared
     :class:`crashlab.needs.Needs`, so servers such as Temporal start once per grading run). A check with
-    ``on_reference_answers`` runs the agent on ``references`` (:mod:`crashlab.grading.references`)."""
+    ``on_reference_answers`` runs the agent on ``references`` (:mod:`crashlab.grading.references`); one with
+    ``fail`` (``"reserve_item"``) runs it through the failure path, every row to end cleanly undone."""
     from crashlab.harness import crash_test
     from crashlab.needs import Needs
 
@@ -123,7 +124,7 @@ def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict 
                         double=[tuple(pair) for pair in check.get("double", [])] or None,
                         faults=[tuple(f) for f in check.get("faults", [])] or None,
                         launcher=check.get("launcher", "warm"), preload=tuple(check.get("preload", ())),
-                        extra_env=needs.env_for(check), stop_at_first_failure=True)
+                        extra_env=needs.env_for(check), fail=check.get("fail"), stop_at_first_failure=True)
     # Safety is all or nothing: one duplicate effect, lost order or avoidable repeat zeroes the check, so the
     # matrix stops at the first failing crash point.
     score = max_score if matrix.ok else 0.0

@@ -27,7 +27,8 @@ from crashlab.world import World
 def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect: str = "durable",
               workdir: Path | None = None, timeout: float = 60.0, keep: bool = False, resumers: int = 1,
               then_crash_at: str | None = None, faults: list[tuple] | None = None, extra_env: dict | None = None,
-              launcher: "WarmLauncher | str | None" = None, fail: str | None = None) -> Row:
+              launcher: "WarmLauncher | str | None" = None, fail: str | None = None,
+              key_lifetime: float | None = None) -> Row:
     """One row of the matrix: a fresh world, a crash at ``point`` (or none for the baseline), a resume.
 
     - ``resumers``: how many resume processes start at once after the crash (they race);
@@ -36,23 +37,28 @@ def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect
     - ``launcher``: a running :class:`~crashlab.launcher.WarmLauncher`, or None (or ``"exec"``) for a new
       interpreter per process;
     - ``fail``: ``TOOL`` or ``TOOL:REASON``, a step told to fail for good for the order before the first run
-      (the failure path: the order must end cleanly undone).
+      (the failure path: the order must end cleanly undone);
+    - ``key_lifetime``: the row's world forgets a completed idempotency key that many seconds after its first
+      use (as payment providers do after about a day), and the resume starts only once the crashed run's keys
+      are forgotten: an agent that relies on its keys alone charges again.
     """
+    if key_lifetime is not None and not 0 < key_lifetime < 600:
+        raise ValueError(f"key_lifetime must be between 0 and 600 seconds, got {key_lifetime!r}")
     base = Path(tempfile.mkdtemp(prefix="row-", dir=workdir))
     try:
         with sandboxes.crash_user(home=base):  # while grading: the row's processes, all killed after each crash
             return _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_crash_at, faults,
-                              extra_env, launcher, fail)
+                              extra_env, launcher, fail, key_lifetime)
     finally:
         if not keep:
             remove_scratch(base)
 
 
 def _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_crash_at, faults, extra_env,
-               launcher, fail=None) -> Row:
+               launcher, fail=None, key_lifetime=None) -> Row:
     failing = check_failure(fail) if fail is not None else None  # before any world starts
     sandboxes.give(base)
-    world = World.start(base / "world")
+    world = World.start(base / "world", key_lifetime=key_lifetime)
     label = point if then_crash_at is None else f"{point} + {then_crash_at}"
     try:
         if failing is not None:
@@ -82,6 +88,8 @@ def _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_cra
         last = runs[-1] if runs else None
         if reached:
             count = 1 if point == BASELINE else max(1, resumers)  # the baseline is one clean run
+            if key_lifetime is not None and runs:
+                time.sleep(max(0.0, runs[-1].ended + key_lifetime + 0.2 - time.time()))  # the crashed run's keys expire
             resumes = _resume(agent, world, order_id, count, timeout, extra_env, launcher)
             sandboxes.kill_crashed()  # nothing left running that could change the world under the audit
             runs += resumes
@@ -158,6 +166,7 @@ class Matrix:
     launcher: str = "warm"
     fail: str | None = None  # TOOL:REASON of the failure path, or None
     not_run: int = 0  # rows left out after the first failing one (``stop_at_first_failure``)
+    key_lifetime: float | None = None  # seconds a key lived in each row's world; resumes came after (None: forever)
 
     @property
     def ok(self) -> bool:
@@ -177,7 +186,9 @@ class Matrix:
         return {"agent": self.agent, "order_id": self.order_id, "expect": self.expect, "resumers": self.resumers,
                 "launcher": self.launcher, **({} if self.fail is None else {"fail": self.fail}),
                 "expectation": self.expectation, "ok": self.ok, "seconds": round(self.seconds, 2),
-                **({"not_run": self.not_run} if self.not_run else {}), "rows": [row.as_dict() for row in self.rows]}
+                **({"not_run": self.not_run} if self.not_run else {}),
+                **({} if self.key_lifetime is None else {"key_lifetime": self.key_lifetime}),
+                "rows": [row.as_dict() for row in self.rows]}
 
     def table(self) -> str:
         header = ["crash point", "reached", "duplicates", "model calls", "repeated", "finished", "recovery"]
@@ -207,6 +218,8 @@ class Matrix:
                     f"{self.expectation}"
         if self.resumers > 1:
             title += f"\n({self.resumers} resume processes started at once after each crash)"
+        if self.key_lifetime is not None:
+            title += f"\n(idempotency keys forgotten {self.key_lifetime:g} s after first use; each resume came later)"
         text = f"{title}\n{self.table()}"
         if self.not_run:
             text += f"\n({self.not_run} more crash points not run: the first failing one ended the test)"
@@ -225,7 +238,7 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
                progress: bool = True, workdir: str | Path | None = None, resumers: int = 1,
                double: list[tuple[str, str]] | None = None, faults: list[tuple] | None = None,
                extra_env: dict | None = None, launcher: "str | WarmLauncher" = "warm",
-               preload: tuple[str, ...] = (), fail: str | None = None,
+               preload: tuple[str, ...] = (), fail: str | None = None, key_lifetime: float | None = None,
                stop_at_first_failure: bool = False) -> Matrix:
     """Run the crash matrix: one row per crash point (plus a clean baseline run).
 
@@ -248,6 +261,8 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
         raise ValueError("launcher must be 'warm', 'exec' or a WarmLauncher")
     if fail is not None:
         fail = "{}:{}".format(*check_failure(fail))  # ValueError, one line, before any world starts
+    if key_lifetime is not None and not 0 < key_lifetime < 600:
+        raise ValueError(f"key_lifetime must be between 0 and 600 seconds, got {key_lifetime!r}")
     todo: list[tuple[str, str | None]] = [(BASELINE, None)] if baseline else []
     todo += [(p, None) for p in resolve_points(points, fail)]
     for first, second in double or []:
@@ -270,7 +285,7 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
                 return None  # set by a row that ended in this thread or another: this one is not run
             row = rows_running.run(crash_row, agent, point, order_id, expect=expect, workdir=workdir, timeout=timeout,
                                    resumers=resumers, then_crash_at=second, faults=faults, extra_env=extra_env,
-                                   launcher=warm, fail=fail)
+                                   launcher=warm, fail=fail, key_lifetime=key_lifetime)
             if not row.ok:
                 failed.set()
             return row
@@ -298,4 +313,5 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
         if own_dir:
             remove_scratch(workdir)
     return Matrix(str(agent), order_id, expect, rows, time.time() - started, resumers=resumers,
-                  launcher="warm" if shared else launcher, fail=fail, not_run=len(todo) - len(rows))
+                  launcher="warm" if shared else launcher, fail=fail, not_run=len(todo) - len(rows),
+                  key_lifetime=key_lifetime)

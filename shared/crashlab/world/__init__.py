@@ -21,8 +21,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
-
 from crashlab.order import ORDER_ID
 from crashlab.processes import kill_group, kill_groups
 from crashlab.sandbox import give
@@ -178,6 +176,8 @@ class World:
     def is_alive(self) -> bool:
         """True if this world's own server answers: the process answering ``/health`` on its port has its pid
         (a server another world started on that port since, say, is not this world)."""
+        import httpx  # here, not at the top: the world's server imports this package and never needs it
+
         try:
             reply = httpx.get(f"{self.url}/health", timeout=2)
             return reply.status_code == 200 and reply.json().get("pid") == self.pid
@@ -256,6 +256,8 @@ class World:
 
     # --- the admin API: only the holder of the token (the harness) can use it -----------------------
     def _admin(self, method: str, path: str, **kwargs):
+        import httpx
+
         try:
             reply = httpx.request(method, f"{self.url}/_admin/{path}", headers={"X-Crashlab-Admin": self._token},
                                   timeout=30, **kwargs)
