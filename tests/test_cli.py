@@ -219,11 +219,9 @@ def test_help_names_the_tools_and_crash_points_it_accepts():
 
 def test_fail_runs_the_failure_path_from_the_command_line(tmp_path):
     """``--fail``: the step fails for good in every row, undo steps are crash points, rows end cleanly undone."""
-    from crashlab.grading.notebooks import written_files
+    from master_files import write_master_files
 
-    master = Path(__file__).resolve().parents[1] / "solutions" / "06_compensation.ipynb"
-    for name, source in written_files(nbformat.read(master, as_version=4)).items():
-        (tmp_path / name).write_text(source)
+    write_master_files(Path(__file__).resolve().parents[1] / "solutions" / "06_compensation.ipynb", tmp_path)
     agent = tmp_path / "compensating_agent.py"  # the saga on the log, as the compensation lesson writes it
     done = subprocess.run([sys.executable, "-m", "crashlab.cli", "crash-test", str(agent), "--fail", "out_of_stock",
                            "--points", "after:refund_charge", "--quiet", "--json", str(tmp_path / "m.json")],

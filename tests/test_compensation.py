@@ -23,6 +23,7 @@ from crashlab.launcher import WarmLauncher
 from crashlab.order import (ALL_TOOLS, COMPENSATION_TOOLS, ORDER_ID, TOOLS, TOOLS_WITH_UNDO, check_crash_point,
                             check_failure, failure_path, failure_points, order_task, undo_request, undo_task)
 from crashlab.world import World, WorldError, policy
+from master_files import write_master_files
 
 MASTER = Path(__file__).resolve().parents[1] / "solutions" / "06_compensation.ipynb"
 
@@ -300,13 +301,8 @@ def launcher():
 def lesson_agents(tmp_path_factory) -> Path:
     """The compensation lesson's files as its master writes them: the saga on the log (compensating_agent.py)
     and its unkeyed twin (naive_compensating_agent.py)."""
-    import nbformat
-
-    from crashlab.grading.notebooks import written_files
-
     folder = tmp_path_factory.mktemp("lesson-agents")
-    for name, source in written_files(nbformat.read(MASTER, as_version=4)).items():
-        (folder / name).write_text(source)
+    write_master_files(MASTER, folder)
     return folder
 
 

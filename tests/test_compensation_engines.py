@@ -19,13 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
 import pytest
 
-from crashlab.grading.notebooks import written_files
 from crashlab.harness import crash_test
 from crashlab.launcher import WarmLauncher
 from crashlab.needs import Needs
+from master_files import replace_in, write_master_files
 
 MASTER = Path(__file__).resolve().parents[1] / "solutions" / "06_compensation.ipynb"
 UNKEYED = ("idempotency_key=undo_key(order_id, step)", "idempotency_key=None")
@@ -34,11 +33,9 @@ UNKEYED = ("idempotency_key=undo_key(order_id, step)", "idempotency_key=None")
 def lesson_agents(folder: Path, *, keyed: bool = True) -> Path:
     """The files the lesson's master writes, in ``folder``; with ``keyed=False`` its compensations send no key."""
     folder.mkdir(parents=True, exist_ok=True)
-    for name, source in written_files(nbformat.read(MASTER, as_version=4)).items():
-        if name == "undo.py" and not keyed:
-            assert UNKEYED[0] in source, "the master's undo.py changed: update this test"
-            source = source.replace(*UNKEYED)
-        (folder / name).write_text(source)
+    write_master_files(MASTER, folder)
+    if not keyed:
+        replace_in(folder / "undo.py", *UNKEYED)
     return folder
 
 

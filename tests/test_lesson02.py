@@ -7,7 +7,8 @@ import nbformat
 import pytest
 
 from crashlab.grading.grade import grade_notebook, score_matrix_check
-from crashlab.grading.notebooks import grade_id, written_files
+from crashlab.grading.notebooks import grade_id
+from master_files import write_master_files
 from crashlab.harness import crash_test, double_crash_pairs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -16,10 +17,7 @@ MASTER = ROOT / "solutions" / "02_idempotent_tools.ipynb"
 
 @pytest.fixture
 def lesson_files(tmp_path):
-    nb = nbformat.read(MASTER, as_version=4)
-    for name, source in written_files(nb).items():
-        (tmp_path / name).write_text(source)
-    return tmp_path, nb
+    return tmp_path, write_master_files(MASTER, tmp_path)
 
 
 def test_reference_agent_is_clean_everywhere(lesson_files):

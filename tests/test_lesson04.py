@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from crashlab.grading.grade import score_matrix_check
-from crashlab.grading.notebooks import written_files
+from master_files import replace_in as _replace, write_master_files
 from crashlab.harness import crash_row, run_agent
 from crashlab.launcher import WarmLauncher
 from crashlab.postgres import postgres_available, throwaway_postgres
@@ -29,9 +29,7 @@ def launcher():
 @pytest.fixture
 def lesson_files(tmp_path):
     """The files the master notebook writes, in a scratch folder."""
-    nb = nbformat.read(MASTER, as_version=4)
-    for name, source in written_files(nb).items():
-        (tmp_path / name).write_text(source)
+    nb = write_master_files(MASTER, tmp_path)
     assert (tmp_path / AGENT).is_file() and (tmp_path / "dbos_steps.py").is_file()
     return tmp_path, nb
 
@@ -40,12 +38,6 @@ def _matrix_check(nb, points):
     check = dict(next(c for c in nb.metadata["crashlab"]["matrix_checks"] if c["agent"] == AGENT))
     check["crash_points"] = points
     return check
-
-
-def _replace(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert old in text, f"{old!r} is not in {path.name}: the master changed, update this test"
-    path.write_text(text.replace(old, new))
 
 
 def test_the_graded_matrix_is_every_point_with_two_resumers():

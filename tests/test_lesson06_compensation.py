@@ -12,7 +12,8 @@ import nbformat
 import pytest
 
 from crashlab.grading.grade import grade_notebook, score_matrix_check
-from crashlab.grading.notebooks import grade_id, written_files
+from crashlab.grading.notebooks import grade_id
+from master_files import replace_in as replace, write_master_files
 
 ROOT = Path(__file__).resolve().parents[1]
 MASTER = ROOT / "solutions" / "06_compensation.ipynb"
@@ -21,22 +22,13 @@ MASTER = ROOT / "solutions" / "06_compensation.ipynb"
 @pytest.fixture
 def lesson_files(tmp_path):
     """The files the master notebook writes, in a scratch folder."""
-    nb = nbformat.read(MASTER, as_version=4)
-    for name, source in written_files(nb).items():
-        (tmp_path / name).write_text(source)
-    return tmp_path, nb
+    return tmp_path, write_master_files(MASTER, tmp_path)
 
 
 def matrix_check(nb, name: str, points: list[str]) -> dict:
     check = dict(next(c for c in nb.metadata["crashlab"]["matrix_checks"] if c["name"] == name))
     check["crash_points"] = points
     return check
-
-
-def replace(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert old in text, f"{old!r} is not in {path.name}: the master changed, update this test"
-    path.write_text(text.replace(old, new))
 
 
 def test_the_graded_matrices_run_every_point_of_the_failure_path():

@@ -24,6 +24,12 @@ from crashlab.scratch import remove_scratch
 from crashlab.world import World
 
 
+def _check_key_lifetime(key_lifetime: float | None) -> None:
+    """ValueError in one line, before any world starts, for a key lifetime a row cannot wait out."""
+    if key_lifetime is not None and not 0 < key_lifetime < 600:
+        raise ValueError(f"key_lifetime must be between 0 and 600 seconds, got {key_lifetime!r}")
+
+
 def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect: str = "durable",
               workdir: Path | None = None, timeout: float = 60.0, keep: bool = False, resumers: int = 1,
               then_crash_at: str | None = None, faults: list[tuple] | None = None, extra_env: dict | None = None,
@@ -42,8 +48,7 @@ def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect
       use (as payment providers do after about a day), and the resume starts only once the crashed run's keys
       are forgotten: an agent that relies on its keys alone charges again.
     """
-    if key_lifetime is not None and not 0 < key_lifetime < 600:
-        raise ValueError(f"key_lifetime must be between 0 and 600 seconds, got {key_lifetime!r}")
+    _check_key_lifetime(key_lifetime)
     base = Path(tempfile.mkdtemp(prefix="row-", dir=workdir))
     try:
         with sandboxes.crash_user(home=base):  # while grading: the row's processes, all killed after each crash
@@ -261,8 +266,7 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
         raise ValueError("launcher must be 'warm', 'exec' or a WarmLauncher")
     if fail is not None:
         fail = "{}:{}".format(*check_failure(fail))  # ValueError, one line, before any world starts
-    if key_lifetime is not None and not 0 < key_lifetime < 600:
-        raise ValueError(f"key_lifetime must be between 0 and 600 seconds, got {key_lifetime!r}")
+    _check_key_lifetime(key_lifetime)
     todo: list[tuple[str, str | None]] = [(BASELINE, None)] if baseline else []
     todo += [(p, None) for p in resolve_points(points, fail)]
     for first, second in double or []:
