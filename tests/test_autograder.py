@@ -109,8 +109,8 @@ def test_the_bundle_holds_the_grader_and_only_the_masters_it_needs(bundle):
             "shared/crashlab/answers/lesson01.py"} <= set(names)
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc") or ".egg-info" in n]
     assert bundle.stat().st_mode & 0o077 == 0
-    graded, carried = masters_for(["07"], ROOT / "solutions")  # lesson 7 runs lessons 1 and 2's agents
-    assert [m.name[:2] for m in graded] == ["07"] and [m.name[:2] for m in carried] == ["01", "02", "07"]
+    graded, carried = masters_for(["08"], ROOT / "solutions")  # lesson 8 runs lessons 1 and 2's agents
+    assert [m.name[:2] for m in graded] == ["08"] and [m.name[:2] for m in carried] == ["01", "02", "08"]
 
 
 def fetch(into: Path, **secrets) -> subprocess.CompletedProcess:

@@ -221,7 +221,7 @@ def test_fail_runs_the_failure_path_from_the_command_line(tmp_path):
     """``--fail``: the step fails for good in every row, undo steps are crash points, rows end cleanly undone."""
     from master_files import write_master_files
 
-    write_master_files(Path(__file__).resolve().parents[1] / "solutions" / "06_compensation.ipynb", tmp_path)
+    write_master_files(Path(__file__).resolve().parents[1] / "solutions" / "07_compensation.ipynb", tmp_path)
     agent = tmp_path / "compensating_agent.py"  # the saga on the log, as the compensation lesson writes it
     done = subprocess.run([sys.executable, "-m", "crashlab.cli", "crash-test", str(agent), "--fail", "out_of_stock",
                            "--points", "after:refund_charge", "--quiet", "--json", str(tmp_path / "m.json")],

@@ -25,7 +25,7 @@ from crashlab.order import (ALL_TOOLS, COMPENSATION_TOOLS, ORDER_ID, TOOLS, TOOL
 from crashlab.world import World, WorldError, policy
 from master_files import write_master_files
 
-MASTER = Path(__file__).resolve().parents[1] / "solutions" / "06_compensation.ipynb"
+MASTER = Path(__file__).resolve().parents[1] / "solutions" / "07_compensation.ipynb"
 
 
 # --- the tools: today's list untouched, the undo tools beside it -----------------------------------------------

@@ -1,10 +1,10 @@
 """The compensation lesson's reference agents on the three engines -- LangGraph (a conditional edge to keyed
 compensation nodes), DBOS (try/except around the steps, compensation steps) and Temporal (a saga on a
-non-retryable ApplicationError) -- taken from the lesson's master (solutions/06_compensation.ipynb) as it writes
+non-retryable ApplicationError) -- taken from the lesson's master (solutions/07_compensation.ipynb) as it writes
 them, under the crash harness through the failure path; and each one unkeyed (the master's ``undo.py`` sending no
 key) caught by the audit.
 
-Cheap on purpose, and only what nothing else checks: lesson 7 runs each saga through the failure path at three
+Cheap on purpose, and only what nothing else checks: lesson 8 runs each saga through the failure path at three
 points (after the failed reservation, after the refund, after the cancellation) under nbval, which compares its
 summary table, and the grader crash-tests the log and DBOS sagas at every point. Here: two racing resumers on two
 points of the longer undo (the confirmation fails, so the reservation is released too), the success path at two
@@ -26,7 +26,7 @@ from crashlab.launcher import WarmLauncher
 from crashlab.needs import Needs
 from master_files import replace_in, write_master_files
 
-MASTER = Path(__file__).resolve().parents[1] / "solutions" / "06_compensation.ipynb"
+MASTER = Path(__file__).resolve().parents[1] / "solutions" / "07_compensation.ipynb"
 UNKEYED = ("idempotency_key=undo_key(order_id, step)", "idempotency_key=None")
 
 

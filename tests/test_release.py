@@ -114,7 +114,7 @@ def test_answers_through_releases_the_earlier_lessons_answers(tmp_path):
     out = tmp_path / "release"
     notes = build_release(out, answers_through="02", git=False)
     assert (out / "shared" / "crashlab" / "answers" / "lesson01.py").is_file()
-    assert {p.parent.name for p in (out / "lesson-files").glob("*/*.py")} == {"01", "02"}  # lessons 6 and 7 run them
+    assert {p.parent.name for p in (out / "lesson-files").glob("*/*.py")} == {"01", "02"}  # lessons 7 and 8 run them
     assert not notes, notes
     assert "answers to lessons up to 02 are released" in (out / "README.md").read_text()
 

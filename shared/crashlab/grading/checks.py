@@ -20,7 +20,7 @@ JUDGE_SETUP_TAG = "judge-setup"
 
 
 def notebook_answers(submission, master, workdir: Path) -> list[str]:
-    """Answers written as cells rather than files (``def predict(...)`` in lesson 7): the grader puts
+    """Answers written as cells rather than files (``def predict(...)`` in lesson 8): the grader puts
     them in a module of the student's -- after the imports of the notebook's given cells, which they may
     use -- and the judge calls it across the boundary like any other. Returns the names those cells
     define; a cell that is not plain Python is left out."""

@@ -16,7 +16,7 @@ from crashlab.grading.notebooks import grade_id
 from master_files import replace_in as replace, write_master_files
 
 ROOT = Path(__file__).resolve().parents[1]
-MASTER = ROOT / "solutions" / "06_compensation.ipynb"
+MASTER = ROOT / "solutions" / "07_compensation.ipynb"
 
 
 @pytest.fixture
