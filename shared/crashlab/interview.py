@@ -159,7 +159,7 @@ BANK: tuple[Question, ...] = (
        "What happens when the timeout fires, and who runs the code after it on each engine?",
        ["A worker thread sleeps until the approval arrives", "Poll the approvals table every minute from the agent",
         "A durable wait on a message with a timeout, recorded by the engine"], "C"),
-    _q("q16", "6", "Our booking agent sometimes reserves the same hotel twice. How do you debug it?",
+    _q("q16", "8", "Our booking agent sometimes reserves the same hotel twice. How do you debug it?",
        "Add more logging to the agent.",
        "Start from the provider's records for the order: two reservations with no key or different keys mean a "
        "missing or per-attempt key; overlapping workers mean no single-writer lock; a duplicate right after a "
@@ -168,7 +168,7 @@ BANK: tuple[Question, ...] = (
        "What evidence would convince you it is fixed?",
        ["Read the agent's own log of what it did", "Add a check-before-reserve in the agent",
         "Compare the provider's reservations, keys and process timeline"], "C"),
-    _q("q17", "6", "A durable step costs 2-30 ms. Does that matter for an agent?",
+    _q("q17", "8", "A durable step costs 2-30 ms. Does that matter for an agent?",
        "Yes, it makes agents slow.",
        "Against model calls of one to thirty seconds it is noise; what matters is that every model call and effect "
        "is a step, so replays do not re-burn tokens or repeat effects. Measure it: per-step cost against an "
@@ -176,7 +176,7 @@ BANK: tuple[Question, ...] = (
        "When would you still pick the lightest engine?",
        ["It dominates run time, so batch steps together", "It is small next to model latency",
         "It matters only with Postgres"], "B"),
-    _q("q18", "6", "The card is charged, then SKU-772 turns out to be out of stock for good. What should the agent do?",
+    _q("q18", "7", "The card is charged, then SKU-772 turns out to be out of stock for good. What should the agent do?",
        "Keep retrying the reservation.",
        "Compensate: the code, not the model, runs the undo steps for what succeeded -- refund the charge, tell the "
        "customer -- in reverse order, each recorded and keyed like any step, so a crash during the undo neither "
@@ -185,7 +185,7 @@ BANK: tuple[Question, ...] = (
        ["Retry the reservation until it succeeds; the stock will come back",
         "Tell the model it failed and let it decide whether to refund",
         "Run recorded, keyed compensations (refund, notify) in reverse order, owned by the code"], "C"),
-    _q("q19", "6", "An order waits three days for approval; then the charge step is retried with the same key. Safe?",
+    _q("q19", "7", "An order waits three days for approval; then the charge step is retried with the same key. Safe?",
        "Yes, the key makes it safe.",
        "Not necessarily: payment providers forget idempotency keys after about a day, so the old key is a new charge. "
        "Record the charge's outcome durably the moment it is known, look the charge up at the provider (by the order) "
@@ -248,6 +248,48 @@ BANK: tuple[Question, ...] = (
        "What does a SIGKILL test prove, then, and what does it not?",
        ["No: the page cache survives a killed process; fsync matters for a machine crash",
         "Yes: without fsync the last line is always lost", "Yes, if the kill comes between write and fsync"], "A"),
+    _q("q26", "6", "Restate calls your service; a Temporal worker asks the server for work. Why does that matter "
+                   "when the process dies?",
+       "It does not: both retry.",
+       "Restate pushes: the server keeps each invocation and calls the service's endpoint over HTTP, so a dead "
+       "endpoint is a failed call the server retries against the same deployment until something answers there, and "
+       "the new handler replays its journal. Temporal pulls: workers poll a task queue, so any worker that polls it "
+       "picks the work up and nothing needs an address. Push suits serverless endpoints that sleep between calls; "
+       "pull needs no inbound network path to the workers and scales by adding pollers.",
+       "What does an invocation pinned to a deployment mean for a rolling deploy?",
+       ["Push: the server retries the call against the endpoint; pull: whichever worker polls picks the work up",
+        "Nothing: in both, the process that died resumes the run when it restarts",
+        "Push is faster, so the endpoint needs no retry policy"], "A"),
+    _q("q27", "6", "Two resumers start the same order at the same moment. How does a Restate virtual object keep them "
+                   "from both charging, and how is that different from a lock?",
+       "It takes a database lock for the order.",
+       "A virtual object keyed by order id runs one exclusive handler invocation per key at a time, queued by the "
+       "server; the second resumer's send with the same idempotency key finds the same invocation and attaches to "
+       "it. No lock is held by a process, so none is left behind by a process that dies, and no lease can expire "
+       "under a slow holder. Effects still carry keys: a step interrupted after its effect runs again.",
+       "What would a shared (read-only) handler on the same object be allowed to do?",
+       ["Each resumer takes a row lock in the provider's database before charging",
+        "The server queues calls per key: one exclusive invocation per order, the second attaches to it",
+        "The second resumer's charge fails, and the model is asked what to do"], "B"),
+    _q("q28", "6", "A Restate order waits two days for a human's approval. What holds the wait?",
+       "The handler's process sleeps until the approval comes.",
+       "An awakeable: the handler records it in the journal and the invocation suspends; the endpoint can be stopped "
+       "or killed and no process holds anything. Resolving the awakeable's id from outside (an HTTP call to the "
+       "server) wakes the invocation, which replays its journal on whatever process serves the endpoint then.",
+       "How would you add a deadline to that wait, and who runs the code after it?",
+       ["A journaled awakeable: the invocation suspends and no process is held",
+        "A polling loop in the handler that checks an approvals table",
+        "An asyncio.sleep in the handler, made durable because Restate journals it"], "A"),
+    _q("q29", "6", "You deploy a new version of the Restate order handler while orders are mid-flight. What happens "
+                   "to them?",
+       "They switch to the new code at their next step.",
+       "Each invocation stays on the deployment it started on, so in-flight orders finish on the old code and new "
+       "orders go to the newest deployment. Keep the old deployment serving until its invocations drain; removing it "
+       "early leaves them retrying against an address that is gone.",
+       "How would you know when the old deployment can be removed?",
+       ["In-flight invocations move to the newest deployment and replay against the new code",
+        "They fail with a nondeterminism error unless patched",
+        "They finish on the deployment they started on, which must keep serving until they drain"], "C"),
 )
 
 
