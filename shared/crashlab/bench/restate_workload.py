@@ -98,11 +98,15 @@ class _Restate(_Workload):
         config.graceful_timeout = 0.5
         self.server = self.loop.create_task(serve(_service(self.service), config, shutdown_trigger=self.stop.wait))
         deadline = time.monotonic() + 10
-        while not _taken(port):
-            if self.server.done() or time.monotonic() > deadline:
-                self.server.result() if self.server.done() else None
-                raise BenchError(f"the Restate endpoint did not come up on 127.0.0.1:{port}")
+        while True:  # let the endpoint try to bind first: a port someone else holds answers too
             self.loop.run_until_complete(asyncio.sleep(0.01))
+            if self.server.done():
+                self.server.result()  # the endpoint's own error (the port taken, say), as it is
+                raise BenchError(f"the Restate endpoint on 127.0.0.1:{port} stopped at once")
+            if _taken(port):
+                break
+            if time.monotonic() > deadline:
+                raise BenchError(f"the Restate endpoint did not come up on 127.0.0.1:{port}")
         self.loop.run_until_complete(asyncio.to_thread(register_deployment, self.admin, f"http://127.0.0.1:{port}"))
         self.client = httpx.AsyncClient(timeout=120)
 
