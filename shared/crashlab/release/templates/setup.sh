@@ -27,8 +27,8 @@ fi
 
 # The Restate lesson's server: a binary in an npm package, where crashlab.restate_server looks for it.
 if command -v npm > /dev/null; then
-  npm install --silent --no-audit --no-fund --ignore-scripts --prefix .venv/restate \
-    "@restatedev/restate-server@$RESTATE_VERSION" \
+  npm install --loglevel=error --no-audit --no-fund --ignore-scripts --fetch-retries=2 --fetch-retry-mintimeout=1000 \
+    --fetch-retry-maxtimeout=5000 --prefix .venv/restate "@restatedev/restate-server@$RESTATE_VERSION" > /dev/null \
   || echo "warning: npm could not install @restatedev/restate-server@$RESTATE_VERSION (see above); the Restate lesson's agents cannot be graded until it is" >&2
 else
   echo "note: npm not found -- the Restate server is not installed, so the Restate lesson's agents cannot be graded (install Node.js's npm, then run setup.sh again)" >&2
