@@ -25,6 +25,7 @@ from restate import InvocationRetryPolicy
 
 from crashlab.bench.common import ENV_RESTATE_ADMIN, ENV_RESTATE_INGRESS, BenchError
 from crashlab.bench.workloads import _step_body, _Workload
+from crashlab.temporal_server import free_port  # the course's one way to pick a loopback port
 
 ENDPOINT_FILE = "restate-bench-endpoint.json"
 
@@ -50,12 +51,6 @@ def _service(name: str):
     return restate.app(services=[service])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _taken(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
@@ -67,7 +62,7 @@ def _endpoint(workdir: Path, recovery: bool) -> dict:
     path = workdir / ENDPOINT_FILE
     if recovery and path.exists():
         return json.loads(path.read_text())
-    found = {"service": f"Bench_{os.getpid()}_{time.time_ns() % 10**9}", "port": _free_port()}
+    found = {"service": f"Bench_{os.getpid()}_{time.time_ns() % 10**9}", "port": free_port()}
     if recovery:
         path.write_text(json.dumps(found))
     return found
