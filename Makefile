@@ -13,6 +13,8 @@ UV_VERSION := 0.13.9
 # The Restate server (lesson on Restate, issue 14): a binary in an npm package, installed under the venv.
 RESTATE_VERSION := 1.7.12
 RESTATE_STAMP   := $(VENV)/restate/.installed-$(RESTATE_VERSION)
+# Offline, npm's default retries take 70 s before it gives up; these, under 10 s. Its errors still show (stderr).
+NPM_RETRIES     := --fetch-retries=2 --fetch-retry-mintimeout=1000 --fetch-retry-maxtimeout=5000
 # JupyterLab refuses to start as root unless told; a container is usually root.
 LAB_AS_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
@@ -40,8 +42,8 @@ $(STAMP): pyproject.toml constraints.txt
 # the only one in the tree is a telemetry ping. Without npm the Restate tests skip, saying so; nothing else needs it.
 $(RESTATE_STAMP): | $(STAMP)
 	@if command -v npm > /dev/null 2>&1; then \
-	  npm install --silent --no-audit --no-fund --ignore-scripts --prefix $(VENV)/restate \
-	    @restatedev/restate-server@$(RESTATE_VERSION) && touch $@ \
+	  npm install --loglevel=error --no-audit --no-fund --ignore-scripts $(NPM_RETRIES) --prefix $(VENV)/restate \
+	    @restatedev/restate-server@$(RESTATE_VERSION) > /dev/null && touch $@ \
 	  || echo "warning: npm could not install @restatedev/restate-server@$(RESTATE_VERSION) (see above); the Restate tests skip until it is"; \
 	else \
 	  echo "note: npm not found -- the Restate server is not installed, its lesson and tests will skip (install Node.js, e.g. conda install nodejs, then make setup)"; \

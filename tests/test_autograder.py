@@ -56,6 +56,8 @@ def test_gradescope_setup_then_run_autograder_grades_a_master_full_and_a_stub_ze
         assert setup.returncode == 0, setup.stdout + setup.stderr
         print(f"setup.sh: {time.monotonic() - started:.1f} s")
         assert (first / "source" / "solutions").stat().st_mode & 0o077 == 0, "the masters are root's alone"
+        servers = list((first / "source" / ".venv" / "restate").glob("node_modules/@restatedev/*/bin/restate-server"))
+        assert servers if shutil.which("npm") else "npm not found" in setup.stderr, setup.stdout + setup.stderr
 
         runs = [subprocess.Popen([str(root / "run_autograder")], cwd=root, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True,

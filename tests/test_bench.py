@@ -125,3 +125,41 @@ def test_command_line_writes_the_json(tmp_path, capsys):
     data = json.loads(out.read_text())
     assert set(data) == TOP_KEYS and data["rows"][0]["engine"] == "floor" and data["floor_ms"] > 0
     assert "floor" in capsys.readouterr().out
+
+
+@pytest.mark.timeout(90)
+def test_restate_is_measured_on_a_real_server_and_resumes_from_its_journal(tmp_path):
+    """One Restate server for the run, stopped after it; the per-step ratio is to this run's floor; the new
+    endpoint process replays the journal and runs only the killed step and the rest."""
+    from crashlab import restate_server
+    from crashlab.bench import common
+    from crashlab.restate_server import RestateServerError, restate_binary
+
+    # the children read the bench's server under the names the course's Restate agents read
+    assert (common.ENV_RESTATE_INGRESS, common.ENV_RESTATE_ADMIN) == (restate_server.ENV_RESTATE_INGRESS,
+                                                                      restate_server.ENV_RESTATE_ADMIN)
+
+    try:
+        restate_binary()
+    except RestateServerError as exc:
+        pytest.skip(f"no Restate server: {exc}")
+    steps = 6
+    result = bench.run_benchmark(steps=steps, repeats=1, engines=["floor", "restate"], workdir=tmp_path,
+                                 progress=False, timeout_s=60)
+    row = result.row("restate")
+    assert row.per_step_ms is not None and row.per_step_ms > 0, row.note
+    assert row.ratio_to_floor == pytest.approx(row.per_step_ms / result.floor_ms)
+    assert row.recovery_s is not None and 0 < row.recovery_startup_s < row.recovery_s, row.note
+    assert row.recovery_steps_run == steps - (steps // 2 + 1) + 1, row.note
+    assert "resumed at step 4, the killed one" in row.note
+    assert "restate-sdk" in result.versions and "restate" in result.table()
+    assert _processes_mentioning(str(tmp_path)) == [], "the Restate server or an endpoint outlived the benchmark"
+
+
+@pytest.mark.timeout(30)
+def test_restate_without_its_binary_is_a_row_that_says_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("CRASHLAB_RESTATE_BIN", str(tmp_path / "no-such-restate-server"))
+    result = bench.run_benchmark(steps=3, repeats=1, engines=["restate"], workdir=tmp_path, progress=False,
+                                 recovery=False)
+    row = result.row("restate")
+    assert row.per_step_ms is None and "make setup" in row.note, row.note

@@ -161,3 +161,21 @@ def test_the_printed_table_wraps_feedback_whole_instead_of_cutting_it():
     assert all(len(line) <= 80 for line in table.splitlines()), table
     rows = table.splitlines()[2:table.splitlines().index(next(l for l in table.splitlines() if l.startswith("total")))]
     assert " ".join(" ".join(line.split()) for line in rows).endswith("scores 0 for this check"), table
+
+
+def test_a_submissions_processes_learn_where_the_servers_binaries_are_and_no_other_crashlab_setting(tmp_path,
+                                                                                                     monkeypatch):
+    """A notebook that starts a Temporal or Restate server itself finds a binary installed elsewhere; the
+    addresses of the grader's own servers, and the rest of its settings, stay the grader's."""
+    from crashlab.grading.isolation import Isolation
+
+    monkeypatch.setenv("CRASHLAB_TEMPORAL_BIN", "/opt/temporal")
+    monkeypatch.setenv("CRASHLAB_RESTATE_BIN", "/opt/restate-server")
+    monkeypatch.setenv("CRASHLAB_RESTATE_INGRESS", "http://127.0.0.1:1")
+    isolation = Isolation(tmp_path, False, hide=())
+    try:
+        env = isolation.env(trusted=False)
+    finally:
+        isolation.close()
+    assert env["CRASHLAB_TEMPORAL_BIN"] == "/opt/temporal" and env["CRASHLAB_RESTATE_BIN"] == "/opt/restate-server"
+    assert "CRASHLAB_RESTATE_INGRESS" not in env and "CRASHLAB_PRIVATE_DIR" not in env

@@ -123,10 +123,23 @@ def test_a_fresh_clone_sets_up_opens_lab_and_self_checks_an_unanswered_notebook(
     out, _ = release
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "--quiet", str(out), str(clone)], check=True)
-    make = lambda *args: subprocess.run(["make", *args], cwd=clone, capture_output=True, text=True, timeout=600)  # noqa: E731
+    # The clone runs its own library: a PYTHONPATH of the caller's (a worktree's shared/) would put that one first,
+    # with every lesson's answers in it, and the self-check would not miss lesson 01's.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CRASHLAB_RESTATE_BIN")}
+    make = lambda *args: subprocess.run(["make", *args], cwd=clone, capture_output=True, text=True, timeout=600,  # noqa: E731
+                                        env=env)
     setup = make("setup", f"PYTHON={shutil.which('python3.11') or sys.executable}")
     assert setup.returncode == 0, setup.stdout + setup.stderr
     assert (clone / ".venv" / ".installed").is_file()
+    # The Restate lesson's server, where the library looks for it -- or one line that says npm is missing.
+    if shutil.which("npm"):
+        found = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-c", "from crashlab.restate_server import "
+                                "restate_binary; print(restate_binary())"], capture_output=True, text=True,
+                               env=env)
+        assert found.returncode == 0 and found.stdout.startswith(str(clone / ".venv" / "restate")), \
+            setup.stdout + setup.stderr + found.stdout + found.stderr
+    else:
+        assert "note: npm not found" in setup.stdout, setup.stdout
 
     lab = make("-n", "lab")
     assert lab.returncode == 0 and "jupyter lab --notebook-dir=course" in lab.stdout, lab.stdout + lab.stderr
@@ -182,3 +195,17 @@ def test_nbgrader_generate_assignment_accepts_the_masters_as_they_are(tmp_path):
         for a, b in zip(theirs.cells, ours.cells):
             assert "\n".join(line for line in a.source.split("\n") if not marker.match(line)) == b.source, master.name
         assert not [c for c in theirs.cells if c.cell_type == "code" and c.outputs]
+
+
+def test_the_restate_server_pin_is_one_version_everywhere_setup_installs_it():
+    """The course's Makefile, the learner's and the grading bundle's setup.sh install the server the library
+    expects (crashlab.restate_server.RESTATE_VERSION), each with a line for a machine without npm."""
+    from crashlab.restate_server import RESTATE_VERSION
+
+    for path in (ROOT / "Makefile", TEMPLATES / "Makefile", TEMPLATES / "setup.sh"):
+        text = path.read_text()
+        pins = re.findall(r"^RESTATE_VERSION *:?= *(\S+)", text, re.M)
+        assert pins == [RESTATE_VERSION], f"{path}: {pins}"
+        assert "@restatedev/restate-server@$" in text and "npm not found" in text, path
+    for path in (ROOT / "Makefile", TEMPLATES / "Makefile"):
+        assert re.search(r"^setup: .*\$\(RESTATE_STAMP\)", path.read_text(), re.M), path

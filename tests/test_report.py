@@ -187,6 +187,21 @@ def test_two_tuples_still_work_and_group_by_the_labels_number(tmp_path):
     assert [a.get("id") for a in parsed.having("section", "lesson")] == ["lesson-01", "lesson-05"]
 
 
+def test_a_fourth_engine_gets_its_row_and_section_from_the_results_alone(tmp_path):
+    """Nothing in the report lists the engines: a Restate agent from the demo's results is a summary row, a
+    section and a heatmap like the others, and the terminal summary names it too."""
+    sections = demo_sections() + [("08 restate_agent.py title", matrix("restate_agent.py"), "08_restate")]
+    text = write_report(tmp_path / "r.html", sections, "demo").read_text()
+    parsed = Page(text)
+    rows = re.findall(r"<tr class='agent (\w+)'>(.*?)</tr>", text)
+    assert len(rows) == len(AGENTS) + 1 and rows[-1][0] == "ok" and "restate_agent.py" in rows[-1][1]
+    assert "<td>08</td>" in rows[-1][1]
+    assert parsed.having("section", "lesson")[-1].get("id") == "lesson-08"
+    assert parsed.having("img", "heatmap")[-1]["alt"].startswith("lesson 08 restate heatmap")
+    assert "restate_agent.py" in parsed.h3[-1][1] and "durable: 0 duplicates" in parsed.h3[-1][1]
+    assert "restate" in terminal_summary(sections)
+
+
 # --- the heatmap itself ----------------------------------------------------------------------------------
 
 def test_heatmap_cells_tell_failures_from_the_expected_repeat_and_unreached_points():

@@ -394,7 +394,7 @@ def build_parser() -> Parser:
                       help="extra modules the warm launcher imports before forking (repeatable)")
     soak.add_argument("--needs", choices=NEEDS, action="append", default=[],
                       help="a server the agent needs besides the world, started for the soak (temporal: the "
-                           "Temporal dev server; repeatable)")
+                           "Temporal dev server; restate: a Restate server; repeatable)")
     soak.add_argument("--json", type=check.output_file, help="also write the figures as JSON to this file")
     soak.add_argument("--quiet", action="store_true", help="no progress bar")
     soak.set_defaults(func=_soak)

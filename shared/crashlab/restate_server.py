@@ -42,8 +42,10 @@ ENV_RESTATE_BIN = "CRASHLAB_RESTATE_BIN"
 ENV_RESTATE_INGRESS = "CRASHLAB_RESTATE_INGRESS"
 ENV_RESTATE_ADMIN = "CRASHLAB_RESTATE_ADMIN"
 ENDPOINT_FILE = "restate-endpoint.json"
-_INSTALL = (f"run `make setup`, or `npm install --prefix .venv/restate @restatedev/restate-server@{RESTATE_VERSION}` "
-            "(needs Node.js's npm)")
+# Where restate_binary looks: <this environment>/restate -- .venv/restate after `make setup`, but a conda or
+# Binder environment has its own prefix, so the fix names this one.
+_INSTALL = (f"run `make setup`, or `npm install --prefix {Path(sys.prefix) / 'restate'} "
+            f"@restatedev/restate-server@{RESTATE_VERSION}` (needs Node.js's npm)")
 
 # What the course changes from the server's defaults: a small footprint on a shared 2-core machine, nothing
 # beyond loopback, and an invocation whose endpoint died retried within a second instead of after 500 ms,

@@ -18,8 +18,11 @@ can do. ``langgraph-exit`` / ``-async`` / ``-sync``: a graph that loops through 
 trivial ``@DBOS.step`` N times, system database in a SQLite file. ``dbos-postgres``: the same on a
 throwaway PostgreSQL cluster (:mod:`crashlab.postgres`; that cluster runs with ``fsync=off``, so its
 figure leaves out the disk flush). ``temporal``: a workflow running N trivial activities, worker in the
-measuring process, on the dev server (:mod:`crashlab.temporal_server`, SQLite file). An engine that cannot
-run here is still a row, with the reason in ``note``.
+measuring process, on the dev server (:mod:`crashlab.temporal_server`, SQLite file). ``restate``: a service
+handler running N trivial ``ctx.run`` steps (each a journal entry the server records before the handler goes
+on), its endpoint served by the measuring process, on one Restate server per run (:mod:`crashlab.restate_server`,
+:mod:`crashlab.bench.restate_workload`). An engine that cannot run here is still a row, with the reason in
+``note``.
 
 **Per-step cost.** Each engine is measured in its own new process (DBOS and Temporal keep global state).
 That process runs one untimed warm-up workflow, then, ``repeats`` times, an N-step workflow and three
@@ -31,7 +34,9 @@ median sample; ``ratio_to_floor`` divides it by the floor's median from the same
 ``steps // 2 + 1``; the parent SIGKILLs it there, then starts a new process that finishes the workflow
 (LangGraph: ``invoke(None)`` on the same thread, or from the start if no checkpoint was written; DBOS:
 ``DBOS.launch()`` with the same pinned application version; Temporal: a new worker, the dead worker's
-sticky queue given up after 1 s and the activity's start-to-close timeout 2 s, as lesson 5 tunes it). ``recovery_s`` runs from the
+sticky queue given up after 1 s and the activity's start-to-close timeout 2 s, as lesson 5 tunes it; Restate:
+a new endpoint on the dead one's address, the invocation sent again under the same idempotency key and retried
+at once through the admin API, as the lesson's agent does). ``recovery_s`` runs from the
 moment that process is spawned until it holds the workflow's result, Python start-up and imports
 included; ``recovery_startup_s`` is the start-up part; ``recovery_steps_run`` counts the steps the new
 process executed (ideally ``steps - steps // 2``: the interrupted step again and the rest).
@@ -55,7 +60,7 @@ from crashlab.bench.run import run_benchmark
 
 # The package's parts (each module says what it holds): common (engine names, environment variables,
 # BenchError), results (BenchRow, BenchResult: table, plots, JSON), workloads (the engines' workflows, in
-# their own process), child (that process's side: measurement, recovery phase, watchdog), spawn (running
+# their own process; Restate's in restate_workload), child (that process's side: measurement, recovery phase, watchdog), spawn (running
 # the children and servers from the caller's process), run (run_benchmark), cli (main).
 
 try:  # module-level so that a test can replace it

@@ -19,7 +19,8 @@ from crashlab.scratch import remove_scratch
 from crashlab.bench.workloads import _Dbos, _measure, _Temporal, _workload
 
 _ENGINE_MODULES = {"langgraph": ("langgraph.graph", "langgraph.checkpoint.sqlite"), "dbos": ("dbos",),
-                   "temporal": ("temporalio.client", "temporalio.worker", "crashlab.bench_temporal")}
+                   "temporal": ("temporalio.client", "temporalio.worker", "crashlab.bench_temporal"),
+                   "restate": ("restate", "hypercorn.asyncio", "httpx")}
 
 
 def _recovery_phase(engine: str, workdir: Path, phase: str, steps: int, wid: str, t_main: float) -> dict:

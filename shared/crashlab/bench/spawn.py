@@ -1,7 +1,7 @@
 """Running the children and the servers, from the caller's process: the environment a child gets
 (``_child_env``), spawning it in its own process group and killing that group (``_spawn``, ``_kill_group``,
 ``_run_child``, ``_tail``, ``_read_json``), whether an engine can run here at all (``_availability``), the
-PostgreSQL cluster and Temporal server started on first use (``_Servers``), and one engine's measurement
+PostgreSQL cluster and the Temporal and Restate servers, started on first use (``_Servers``), and one engine's measurement
 and recovery scene as child processes (``_measure_engine``, ``_recover_engine``)."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from crashlab.bench.common import ENGINES, ENV_BLOCK_AT, ENV_DB_URL, ENV_MARKER, ENV_TEMPORAL, BenchError
+from crashlab.bench.common import (ENGINES, ENV_BLOCK_AT, ENV_DB_URL, ENV_MARKER, ENV_RESTATE_ADMIN, ENV_RESTATE_INGRESS,
+                                   ENV_TEMPORAL, BenchError)
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # shared/, as parents[1] was from crashlab/bench.py
 
@@ -25,7 +26,7 @@ def _child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(_PACKAGE_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["PYTHONUNBUFFERED"] = "1"
-    for name in (ENV_BLOCK_AT, ENV_MARKER, ENV_DB_URL, ENV_TEMPORAL):
+    for name in (ENV_BLOCK_AT, ENV_MARKER, ENV_DB_URL, ENV_TEMPORAL, ENV_RESTATE_INGRESS, ENV_RESTATE_ADMIN):
         env.pop(name, None)
     env.update(extra or {})
     return env
@@ -117,16 +118,29 @@ def _availability(engine: str) -> str | None:
         except Exception as exc:  # noqa: BLE001 -- the binary is missing: say so in the row
             return f"skipped: {exc}"
         return None
+    if engine == "restate":
+        why = missing("restate", "hypercorn")
+        if why:
+            return why
+        from crashlab.restate_server import restate_binary
+
+        try:
+            restate_binary()
+        except Exception as exc:  # noqa: BLE001 -- the binary is missing: say so (and how to get it) in the row
+            return f"skipped: {exc}"
+        return None
     return f"unknown engine (known: {', '.join(ENGINES)})"
 
 
 class _Servers:
-    """Starts the PostgreSQL cluster and the Temporal server on first use; stops them at exit."""
+    """Starts the PostgreSQL cluster, the Temporal server and the Restate server on first use (once per run);
+    stops them at exit."""
 
     def __init__(self, workdir: Path, stack: contextlib.ExitStack, timeout: float):
         self.workdir, self.stack, self.timeout = workdir, stack, timeout
         self._pg_url: str | None = None
         self._temporal = None
+        self._restate = None
 
     def env_for(self, engine: str) -> dict[str, str]:
         if engine == "dbos-postgres":
@@ -144,6 +158,14 @@ class _Servers:
                 self.stack.callback(server.stop, force=True)
                 self._temporal = server
             return {ENV_TEMPORAL: self._temporal.address}
+        if engine == "restate":
+            if self._restate is None:
+                from crashlab.restate_server import RestateServer
+
+                server = RestateServer.start(self.workdir / "restate", timeout=min(60.0, self.timeout))
+                self.stack.callback(server.stop)
+                self._restate = server
+            return {ENV_RESTATE_INGRESS: self._restate.ingress_url, ENV_RESTATE_ADMIN: self._restate.admin_url}
         return {}
 
 

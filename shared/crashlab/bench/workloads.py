@@ -1,7 +1,7 @@
 """The engines' workloads, run inside each engine's own child process: the trivial step every engine runs
 (``_step_body``, which counts itself and, in the process about to be killed, blocks at the chosen step),
 one ``_Workload`` per engine (the fsync floor, LangGraph on SqliteSaver, DBOS on SQLite or PostgreSQL,
-Temporal with an in-process worker), ``_workload`` that picks one from the engine's name and the
+Temporal with an in-process worker; Restate's is in :mod:`crashlab.bench.restate_workload`), ``_workload`` that picks one from the engine's name and the
 environment, and ``_measure``, the per-step measurement: a warm-up, then N-step runs against 1-step ones."""
 
 from __future__ import annotations
@@ -230,6 +230,10 @@ def _workload(engine: str, workdir: Path, recovery: bool = False) -> _Workload:
         if recovery:  # a 1 s sticky timeout and a short activity timeout: what lesson 5 tunes for a quick recovery
             return _Temporal(address, "bench-recovery", sticky_s=1, start_to_close_s=TEMPORAL_RECOVERY_TIMEOUT_S)
         return _Temporal(address, f"bench-{os.getpid()}")
+    if engine == "restate":
+        from crashlab.bench.restate_workload import _Restate  # imports this module: not at the top
+
+        return _Restate(workdir, recovery=recovery)
     raise BenchError(f"unknown engine {engine!r}")
 
 

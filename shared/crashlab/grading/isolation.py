@@ -108,8 +108,8 @@ class Isolation:
 
     def env(self, trusted: bool = True) -> dict[str, str]:
         """The environment of a process of the grading run; only trusted ones learn the private folder."""
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("CRASHLAB_") or k in ("CRASHLAB_ROOT", "CRASHLAB_TEMPORAL_BIN")}
+        kept = ("CRASHLAB_ROOT", "CRASHLAB_TEMPORAL_BIN", "CRASHLAB_RESTATE_BIN")  # where the servers' binaries are
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CRASHLAB_") or k in kept}
         env.update({"HOME": str(self.workdir / "home"), "JUPYTER_RUNTIME_DIR": str(self.workdir / "home" / "runtime"),
                     "MPLCONFIGDIR": str(self.workdir / "home" / "mpl"), "CRASHLAB_PRIVATE_DIR": str(self.private),
                     "PYTHONDONTWRITEBYTECODE": "1", "CRASHLAB_GRADING_LESSON": self.lesson})

@@ -1,0 +1,141 @@
+"""Restate in the benchmark: a service whose handler runs N trivial ``ctx.run`` steps, each one a journal entry
+the server records before the handler goes on, served by this process on a loopback port (Restate pushes: the
+server calls the endpoint) and invoked through the server's ingress.
+
+Like the lesson's order agent, the recovery scene sends the invocation with the workflow id as its idempotency
+key and attaches to it. The killed process takes the endpoint with it; the new process binds the very address
+the invocation is pinned to (port and service name are kept in the scene's folder), registers it, sends again
+(the same key finds the same invocation), asks the server to retry now (admin ``resume``) instead of waiting
+out the back-off, and attaches: the journal is replayed, the interrupted step runs again, then the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import restate  # at the top: the SDK reads the handler's annotations in this module's namespace
+from restate import InvocationRetryPolicy
+
+from crashlab.bench.common import ENV_RESTATE_ADMIN, ENV_RESTATE_INGRESS, BenchError
+from crashlab.bench.workloads import _step_body, _Workload
+from crashlab.temporal_server import free_port  # the course's one way to pick a loopback port
+
+ENDPOINT_FILE = "restate-bench-endpoint.json"
+
+
+def _service(name: str):
+    """The bench service: ``run(n)`` runs n journaled steps and returns how many completed."""
+    # A dead endpoint's invocation is retried soon and for long, as the lesson's agent asks.
+    retry = InvocationRetryPolicy(initial_interval=timedelta(milliseconds=100), exponentiation_factor=2.0,
+                                  max_interval=timedelta(milliseconds=500), max_attempts=2000, on_max_attempts="pause")
+    service = restate.Service(name, invocation_retry_policy=retry, inactivity_timeout=timedelta(seconds=30),
+                              abort_timeout=timedelta(seconds=5))
+
+    def step(i: int) -> int:  # a plain function: the SDK runs it in a thread, so a blocked step blocks no one else
+        return _step_body(i)
+
+    @service.handler()
+    async def run(ctx: restate.Context, n: int) -> int:
+        i = 0
+        for k in range(n):
+            i = await ctx.run_typed(f"step#{k + 1}", step, i=i)
+        return i
+
+    return restate.app(services=[service])
+
+
+def _taken(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _endpoint(workdir: Path, recovery: bool) -> dict:
+    """Service name and port: the recovery scene's two processes share one (kept in its folder), since the
+    invocation is pinned to the deployment it started on; a measurement process has its own."""
+    path = workdir / ENDPOINT_FILE
+    if recovery and path.exists():
+        return json.loads(path.read_text())
+    found = {"service": f"Bench_{os.getpid()}_{time.time_ns() % 10**9}", "port": free_port()}
+    if recovery:
+        path.write_text(json.dumps(found))
+    return found
+
+
+class _Restate(_Workload):
+    """The endpoint (hypercorn) and an HTTP client on one event loop; each call drives the loop."""
+
+    def __init__(self, workdir: Path, recovery: bool = False):
+        import httpx
+        from hypercorn.asyncio import serve
+        from hypercorn.config import Config
+
+        from crashlab.restate_server import register_deployment
+
+        self.ingress, self.admin = os.environ.get(ENV_RESTATE_INGRESS), os.environ.get(ENV_RESTATE_ADMIN)
+        if not self.ingress or not self.admin:
+            raise BenchError(f"{ENV_RESTATE_INGRESS} / {ENV_RESTATE_ADMIN} are not set: run the whole benchmark (it "
+                             "starts a Restate server) or set them to one's addresses")
+        endpoint = _endpoint(workdir, recovery)
+        self.service, port = endpoint["service"], endpoint["port"]
+        self.loop = asyncio.new_event_loop()
+        self.stop = asyncio.Event()
+        config = Config()
+        config.bind = [f"127.0.0.1:{port}"]
+        config.loglevel = "ERROR"
+        config.accesslog = None
+        config.graceful_timeout = 0.5
+        self.server = self.loop.create_task(serve(_service(self.service), config, shutdown_trigger=self.stop.wait))
+        deadline = time.monotonic() + 10
+        while True:  # let the endpoint try to bind first: a port someone else holds answers too
+            self.loop.run_until_complete(asyncio.sleep(0.01))
+            if self.server.done():
+                self.server.result()  # the endpoint's own error (the port taken, say), as it is
+                raise BenchError(f"the Restate endpoint on 127.0.0.1:{port} stopped at once")
+            if _taken(port):
+                break
+            if time.monotonic() > deadline:
+                raise BenchError(f"the Restate endpoint did not come up on 127.0.0.1:{port}")
+        self.loop.run_until_complete(asyncio.to_thread(register_deployment, self.admin, f"http://127.0.0.1:{port}"))
+        self.client = httpx.AsyncClient(timeout=120)
+
+    def _do(self, coro) -> Any:
+        return self.loop.run_until_complete(coro)
+
+    def run(self, n: int) -> None:
+        reply = self._do(self.client.post(f"{self.ingress}/{self.service}/run", json=n))
+        if reply.status_code != 200 or reply.json() != n:
+            raise BenchError(f"the invocation answered {reply.status_code} {reply.text[:200]!r}, not {n}")
+
+    def _send_and_attach(self, n: int, wid: str, resume: bool) -> Any:
+        sent = self._do(self.client.post(f"{self.ingress}/{self.service}/run/send", json=n,
+                                         headers={"idempotency-key": wid}))
+        if sent.status_code not in (200, 202):
+            raise BenchError(f"Restate refused the invocation: {sent.status_code} {sent.text[:200]!r}")
+        invocation = sent.json()["invocationId"]
+        if resume and sent.json().get("status") == "PreviouslyAccepted":
+            self._do(self.client.patch(f"{self.admin}/invocations/{invocation}/resume"))  # retry now, here
+        reply = self._do(self.client.get(f"{self.ingress}/restate/invocation/{invocation}/attach"))
+        if reply.status_code != 200:
+            raise BenchError(f"the invocation failed: {reply.status_code} {reply.text[:200]!r}")
+        return reply.json()
+
+    def start_recoverable(self, n: int, wid: str) -> None:
+        self._send_and_attach(n, wid, resume=False)
+
+    def resume(self, n: int, wid: str) -> Any:
+        return self._send_and_attach(n, wid, resume=True)
+
+    def close(self) -> None:
+        self.stop.set()
+        try:
+            self._do(self.client.aclose())
+            self._do(asyncio.wait([self.server], timeout=2))
+        except Exception:  # noqa: BLE001 -- the child exits next; nothing here may hide its result
+            pass
