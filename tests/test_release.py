@@ -199,10 +199,11 @@ def test_nbgrader_generate_assignment_accepts_the_masters_as_they_are(tmp_path):
 
 def test_the_restate_server_pin_is_one_version_everywhere_setup_installs_it():
     """The course's Makefile, the learner's and the grading bundle's setup.sh install the server the library
-    expects (crashlab.restate_server.RESTATE_VERSION), each with a line for a machine without npm."""
+    expects (crashlab.restate_server.RESTATE_VERSION), and so does Binder's postBuild, each with a line for a
+    machine without npm."""
     from crashlab.restate_server import RESTATE_VERSION
 
-    for path in (ROOT / "Makefile", TEMPLATES / "Makefile", TEMPLATES / "setup.sh"):
+    for path in (ROOT / "Makefile", TEMPLATES / "Makefile", TEMPLATES / "setup.sh", ROOT / "postBuild"):
         text = path.read_text()
         pins = re.findall(r"^RESTATE_VERSION *:?= *(\S+)", text, re.M)
         assert pins == [RESTATE_VERSION], f"{path}: {pins}"
