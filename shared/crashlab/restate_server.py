@@ -389,8 +389,11 @@ def stuck_reason(admin_url: str, invocation_id: str) -> str | None:
     code = row.get("last_failure_error_code")
     if not failure or row.get("status") == "completed":
         return None
-    if str(code) in ("570", "571") or "mismatch" in failure.lower() or "NotImplementedError" in failure:
-        return f"[{code}] {' '.join(failure.split())[:400]}"
+    first = " ".join(failure.split("Traceback")[0].split())[:400]  # the message, not the endpoint's traceback
+    if "NotImplementedError" in failure:
+        return f"its code is not finished: a `raise NotImplementedError()` is still in it ({first})"
+    if str(code) in ("570", "571") or "mismatch" in failure.lower():
+        return f"its handler fails the same way on every retry ({first})"
     return None
 
 
@@ -409,8 +412,7 @@ async def attach(ingress_url: str, admin_url: str, invocation_id: str, wait_s: f
                     break
                 reason = await asyncio.to_thread(stuck_reason, admin_url, invocation_id)
                 if reason:
-                    raise AgentError(f"invocation {invocation_id} is stuck: its handler fails the same way on every "
-                                     f"retry ({reason})")
+                    raise AgentError(f"invocation {invocation_id} is stuck: {reason}")
                 if asyncio.get_running_loop().time() > deadline:
                     raise AgentError(f"invocation {invocation_id} is still running after {wait_s:.0f} s; run this "
                                      "command again to keep working on it")
