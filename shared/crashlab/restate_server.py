@@ -398,7 +398,7 @@ def stuck_reason(admin_url: str, invocation_id: str) -> str | None:
 
 
 async def attach(ingress_url: str, admin_url: str, invocation_id: str, wait_s: float):
-    """Wait for an invocation's result (``GET /restate/invocation/{id}/attach``), checking every second that it is
+    """Wait for an invocation's result (``GET /restate/invocation/{id}/attach``), checking twice a second that it is
     not stuck; the HTTP reply, or AgentError."""
     import asyncio
 
@@ -407,7 +407,7 @@ async def attach(ingress_url: str, admin_url: str, invocation_id: str, wait_s: f
         deadline = asyncio.get_running_loop().time() + wait_s
         try:
             while not waiting.done():
-                await asyncio.wait([waiting], timeout=1.0)
+                await asyncio.wait([waiting], timeout=0.5)
                 if waiting.done():
                     break
                 reason = await asyncio.to_thread(stuck_reason, admin_url, invocation_id)
