@@ -115,3 +115,20 @@ def test_lost_ack_fault_in_a_row(tmp_path):
     assert not row.reached
     assert any("lost acknowledgement" in p for p in row.problems), row.problems
     assert row.effects["charge"] == 1
+
+
+def test_the_sdk_warm_up_sends_nothing_to_the_world_and_starts_no_thread(tmp_path, monkeypatch):
+    """The launcher does the SDK's first-call work before it forks (crashlab.agent.warm_up_sdk), against a canned
+    reply in its own process: the world, whose URL the process knows, sees no request, and no thread is left to
+    make forking unsafe (the launcher refuses to start then)."""
+    import threading
+
+    from crashlab.agent import warm_up_sdk
+
+    with World.start(tmp_path / "w") as world:
+        for key, value in world.env().items():
+            monkeypatch.setenv(key, value)
+        threads = threading.active_count()
+        warm_up_sdk()
+        assert threading.active_count() == threads
+        assert world.audit().model_calls == 0

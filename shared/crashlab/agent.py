@@ -325,6 +325,33 @@ def send_cancellation(order_id: str, *, idempotency_key: str | None = None) -> d
     return call_tool("send_cancellation", {"order_id": order_id}, idempotency_key=idempotency_key)
 
 
+def warm_up_sdk() -> None:
+    """Send one request through the SDK to a canned reply made in this process: no server and no world sees it.
+
+    The SDK leaves work to its first call -- importing its transport, building the pydantic schemas it reads a
+    reply with -- about 60 ms of CPU in every agent process. The warm launcher (:mod:`crashlab.launcher`) calls
+    this before it forks, so each agent process starts with that done, as it starts with the SDK imported. The
+    call leaves nothing an agent could see: no client, no log, no count."""
+    import importlib
+
+    import anthropic
+
+    base = next(c for c in anthropic.DefaultHttpxClient.__mro__ if not c.__module__.startswith("anthropic"))
+    http = importlib.import_module(base.__module__.split(".")[0])  # the HTTP library the SDK is built on
+    reply = {"id": "msg_warm_up", "type": "message", "role": "assistant", "model": MODEL,
+             "content": [{"type": "text", "text": "warm-up"},
+                         {"type": "tool_use", "id": "toolu_warm_up", "name": "charge_card",
+                          "input": {"order_id": ORDER_ID, "amount": AMOUNT}}],
+             "stop_reason": "tool_use", "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
+    anthropic.DefaultHttpxClient(verify=_TLS).close()  # imports the real transport, as model_client() will
+    transport = http.MockTransport(lambda request: http.Response(200, json=reply))
+    with anthropic.DefaultHttpxClient(transport=transport, verify=_TLS) as client:
+        sdk = anthropic.Anthropic(base_url="http://warm-up.invalid", api_key="warm-up", max_retries=0,
+                                  timeout=MODEL_TIMEOUT, http_client=client)
+        sdk.messages.create(model=MODEL, max_tokens=MAX_TOKENS, tools=TOOLS, tool_choice=ONE_TOOL_PER_TURN,
+                            messages=[{"role": "user", "content": order_task()}])
+
+
 def list_charges(order_id: str) -> list[dict]:
     """The charges the payment service holds for ``order_id``, oldest first (each with its ``id`` and
     ``amount``): how to find out whether an order was charged without relying on an idempotency key, which

@@ -249,6 +249,12 @@ def serve(req_fd: int, rep_fd: int, preload: list[str]) -> None:
     except Exception as exc:
         send({"id": "ready", "ok": False, "error": f"cannot import {name}: {exc}"})
         return
+    agent = sys.modules.get("crashlab.agent")
+    if agent is not None:
+        try:
+            agent.warm_up_sdk()  # the SDK's first-call work, done once here instead of in every agent process
+        except Exception:  # noqa: BLE001 -- only a saving: the agents do that work themselves
+            pass
     if threading.active_count() > 1:
         send({"id": "ready", "ok": False, "error": f"preloading {preload} started threads; forking is unsafe"})
         return
