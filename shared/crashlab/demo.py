@@ -36,19 +36,13 @@ def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, soluti
 
     An agent whose spec names a step that fails for good (``"fail": "reserve_item"``: the compensation lesson's)
     runs the failure path, at ``fail_points`` when ``points`` is a list (the do path's points are not all on it)."""
-    from contextlib import ExitStack
-
-    from crashlab.launcher import WarmLauncher
     from crashlab.needs import Needs
 
     solutions = solutions or repo_root() / "solutions"
     agents = reference_agents(solutions)
     if not agents:
         raise FileNotFoundError(f"no reference agents found in {solutions}")
-    # One warm launcher per preload, shared by the matrices that ask for the same one (a launcher imports the
-    # SDK and the engine once, about 2 s of CPU; it never runs agent code, so every agent still starts clean).
-    launchers: dict[tuple[str, ...], WarmLauncher] = {}
-    with scratch_dir("crashlab-demo-") as scratch, Needs(scratch / "servers") as needs, ExitStack() as stack:
+    with scratch_dir("crashlab-demo-") as scratch, Needs(scratch / "servers") as needs:
         for master, spec in agents:
             if only_durable and spec.get("expect") == "observe":
                 continue
@@ -62,15 +56,9 @@ def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, soluti
                 chosen = spec.get("crash_points", "all")
             else:
                 chosen = fail_points if spec.get("fail") else points
-            launcher = spec.get("launcher", "warm")
-            preload = tuple(spec.get("preload", ()))
-            if launcher == "warm":
-                if preload not in launchers:
-                    launchers[preload] = stack.enter_context(WarmLauncher(preload))
-                launcher = launchers[preload]
             matrix = crash_test(folder / spec["agent"], chosen, expect=spec.get("expect", "durable"), jobs=jobs,
                                 workdir=folder / ".rows", resumers=int(spec.get("resumers", 1)),
-                                launcher=launcher, preload=preload,
+                                launcher=spec.get("launcher", "warm"), preload=tuple(spec.get("preload", ())),
                                 extra_env=needs.env_for(spec), progress=progress, fail=spec.get("fail"))
             yield master.stem, spec, matrix
 
