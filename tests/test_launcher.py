@@ -115,3 +115,45 @@ def test_lost_ack_fault_in_a_row(tmp_path):
     assert not row.reached
     assert any("lost acknowledgement" in p for p in row.problems), row.problems
     assert row.effects["charge"] == 1
+
+
+def test_the_sdk_warm_up_sends_nothing_to_the_world_and_starts_no_thread(tmp_path, monkeypatch):
+    """The launcher does the SDK's first-call work before it forks (crashlab.agent.warm_up_sdk), against a canned
+    reply in its own process: the world, whose URL the process knows, sees no request, and no thread is left to
+    make forking unsafe (the launcher refuses to start then)."""
+    import threading
+
+    from crashlab.agent import warm_up_sdk
+
+    with World.start(tmp_path / "w") as world:
+        for key, value in world.env().items():
+            monkeypatch.setenv(key, value)
+        threads = threading.active_count()
+        warm_up_sdk()
+        assert threading.active_count() == threads
+        assert world.audit().model_calls == 0
+
+
+def test_crash_tests_keep_one_launcher_per_preload_and_replace_a_dead_one():
+    """crash_test(launcher="warm") forks from a launcher the process keeps for its later crash tests; one that died
+    (killed with a grading's processes, say) is started again, and the next matrix runs as before."""
+    import os
+    import signal
+    import time
+
+    from crashlab.launcher import kept_launcher
+
+    kept = kept_launcher()
+    first = crash_test(AGENTS / "naive_agent.py", ["after:charge_card"], expect="observe", baseline=False,
+                       progress=False)
+    assert kept_launcher() is kept and kept.alive()
+    assert first.rows[0].reached and first.rows[0].duplicates == 1, first
+    os.kill(kept._process.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while kept.alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not kept.alive()
+    again = crash_test(AGENTS / "naive_agent.py", ["after:charge_card"], expect="observe", baseline=False,
+                       progress=False)
+    assert again.rows[0].reached and again.rows[0].duplicates == 1, again
+    assert kept_launcher() is not kept and kept_launcher().alive()

@@ -41,6 +41,10 @@ MAX_TOKENS = 400
 # Seconds to wait for a reply. A request that gets none may still have landed: see ToolCallFailed.
 MODEL_TIMEOUT = 30.0
 TOOL_TIMEOUT = 30.0
+# Every httpx client builds a TLS context, loading the whole certificate store (about 20 ms of CPU), even for
+# the world's plain-http URL; and httpx.post() makes a new client per call. The clients here share one context,
+# built once per process (the warm launcher builds it as it imports this module, before it forks the agents).
+_TLS = httpx.create_ssl_context()
 
 SERVICE_PATHS = {
     "charge_card": "/payments/charges",
@@ -176,6 +180,7 @@ def model_client() -> ModelClient:
         max_retries=0,  # a hidden retry would be a hidden repeated call
         timeout=MODEL_TIMEOUT,
         default_headers={"X-Crashlab-Pid": str(os.getpid())},
+        http_client=anthropic.DefaultHttpxClient(verify=_TLS),  # the SDK's own client, with the shared context
     )
     return ModelClient(sdk, url)
 
@@ -258,7 +263,8 @@ def call_tool(name: str, args: dict, *, idempotency_key: str | None = None) -> d
     if idempotency_key is not None:
         headers["Idempotency-Key"] = idempotency_key
     try:
-        reply = httpx.post(base + SERVICE_PATHS[name], json=args, headers=headers, timeout=TOOL_TIMEOUT)
+        reply = httpx.post(base + SERVICE_PATHS[name], json=args, headers=headers, timeout=TOOL_TIMEOUT,
+                           verify=_TLS)
     except (httpx.UnsupportedProtocol, httpx.InvalidURL):
         raise WorldNotRunning(f"{ENV_SERVICES_URL}={base!r} is not a URL like http://127.0.0.1:8123; "
                               f"{_HOW_TO_START}") from None
@@ -319,6 +325,33 @@ def send_cancellation(order_id: str, *, idempotency_key: str | None = None) -> d
     return call_tool("send_cancellation", {"order_id": order_id}, idempotency_key=idempotency_key)
 
 
+def warm_up_sdk() -> None:
+    """Send one request through the SDK to a canned reply made in this process: no server and no world sees it.
+
+    The SDK leaves work to its first call -- importing its transport, building the pydantic schemas it reads a
+    reply with -- about 60 ms of CPU in every agent process. The warm launcher (:mod:`crashlab.launcher`) calls
+    this before it forks, so each agent process starts with that done, as it starts with the SDK imported. The
+    call leaves nothing an agent could see: no client, no log, no count."""
+    import importlib
+
+    import anthropic
+
+    base = next(c for c in anthropic.DefaultHttpxClient.__mro__ if not c.__module__.startswith("anthropic"))
+    http = importlib.import_module(base.__module__.split(".")[0])  # the HTTP library the SDK is built on
+    reply = {"id": "msg_warm_up", "type": "message", "role": "assistant", "model": MODEL,
+             "content": [{"type": "text", "text": "warm-up"},
+                         {"type": "tool_use", "id": "toolu_warm_up", "name": "charge_card",
+                          "input": {"order_id": ORDER_ID, "amount": AMOUNT}}],
+             "stop_reason": "tool_use", "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
+    anthropic.DefaultHttpxClient(verify=_TLS).close()  # imports the real transport, as model_client() will
+    transport = http.MockTransport(lambda request: http.Response(200, json=reply))
+    with anthropic.DefaultHttpxClient(transport=transport, verify=_TLS) as client:
+        sdk = anthropic.Anthropic(base_url="http://warm-up.invalid", api_key="warm-up", max_retries=0,
+                                  timeout=MODEL_TIMEOUT, http_client=client)
+        sdk.messages.create(model=MODEL, max_tokens=MAX_TOKENS, tools=TOOLS, tool_choice=ONE_TOOL_PER_TURN,
+                            messages=[{"role": "user", "content": order_task()}])
+
+
 def list_charges(order_id: str) -> list[dict]:
     """The charges the payment service holds for ``order_id``, oldest first (each with its ``id`` and
     ``amount``): how to find out whether an order was charged without relying on an idempotency key, which
@@ -328,7 +361,7 @@ def list_charges(order_id: str) -> list[dict]:
         raise WorldNotRunning(f"{ENV_SERVICES_URL} is not set, so there are no services to call; {_HOW_TO_START}")
     try:
         reply = httpx.get(base + "/payments/charges", params={"order_id": order_id}, timeout=TOOL_TIMEOUT,
-                          headers={"X-Crashlab-Pid": str(os.getpid())})
+                          headers={"X-Crashlab-Pid": str(os.getpid())}, verify=_TLS)
     except (httpx.ConnectError, httpx.ConnectTimeout):
         raise WorldNotRunning(f"cannot reach the services at {base}; {_HOW_TO_START}") from None
     except httpx.HTTPError as exc:

@@ -443,6 +443,9 @@ def _interrupt(signum, frame):
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    from crashlab.startup import skip_unused_slow_imports
+
+    skip_unused_slow_imports()  # nothing the command does checks "iri" strings
     if argv[:1] == ["bench"]:  # all of its options belong to crashlab.bench
         from crashlab.bench import main as bench_main
 

@@ -174,11 +174,50 @@ class WarmLauncher:
             self._process.wait(10)
         self._log.close()
 
+    def alive(self) -> bool:
+        """True while the launcher process runs and answers (its pipe to us is open)."""
+        return not self._closed and self._reader.is_alive() and self._process.poll() is None
+
     def __enter__(self) -> "WarmLauncher":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# --- one launcher per preload, kept for the process's later crash tests ------------------------------------
+_kept: dict[tuple[str, ...], tuple[int, WarmLauncher]] = {}
+_kept_lock = threading.Lock()
+
+
+def kept_launcher(preload: tuple[str, ...] | list[str] = ()) -> WarmLauncher:
+    """A running launcher with ``preload`` imported, started on first use and kept for this process's later crash
+    tests (``crash_test(launcher="warm")``): each start imports the SDK and the engine again, 1.3 s to 2 s of CPU,
+    and a lesson, a grading or a test run starts many matrices. A launcher never runs agent code, so what it forks
+    is the same whichever crash test asked first: each agent process still starts clean, with the environment,
+    folder and sandbox of its own request. One that has died (killed with a grading's processes, say) is started
+    again; the kept ones end with this process (their pipe closes), or at :func:`close_kept_launchers`."""
+    key = tuple(dict.fromkeys((*DEFAULT_PRELOAD, *preload)))
+    with _kept_lock:
+        pid, launcher = _kept.get(key, (0, None))
+        if launcher is None or pid != os.getpid() or not launcher.alive():
+            if launcher is not None and pid == os.getpid():
+                launcher.close()
+            launcher = WarmLauncher(key)
+            if not _kept:
+                import atexit
+
+                atexit.register(close_kept_launchers)
+            _kept[key] = (os.getpid(), launcher)
+        return launcher
+
+
+def close_kept_launchers() -> None:
+    with _kept_lock:
+        kept = [launcher for pid, launcher in _kept.values() if pid == os.getpid()]
+        _kept.clear()
+    for launcher in kept:
+        launcher.close()
 
 
 # --- the launcher process ---------------------------------------------------------------------------------
@@ -249,6 +288,12 @@ def serve(req_fd: int, rep_fd: int, preload: list[str]) -> None:
     except Exception as exc:
         send({"id": "ready", "ok": False, "error": f"cannot import {name}: {exc}"})
         return
+    agent = sys.modules.get("crashlab.agent")
+    if agent is not None:
+        try:
+            agent.warm_up_sdk()  # the SDK's first-call work, done once here instead of in every agent process
+        except Exception:  # noqa: BLE001 -- only a saving: the agents do that work themselves
+            pass
     if threading.active_count() > 1:
         send({"id": "ready", "ok": False, "error": f"preloading {preload} started threads; forking is unsafe"})
         return

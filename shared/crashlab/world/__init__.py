@@ -18,6 +18,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -75,6 +76,9 @@ class World:
         self._token = token
         self._ledger_dir = ledger_dir
         self._scratch = False  # a folder start() made in the temporary folder, removed by stop()
+        self._http = None  # one HTTP client for the admin API, made on first use (see _client)
+        self._http_pid = 0
+        self._http_lock = threading.Lock()
 
     # --- life cycle -----------------------------------------------------------------------------
     @classmethod
@@ -179,7 +183,7 @@ class World:
         import httpx  # here, not at the top: the world's server imports this package and never needs it
 
         try:
-            reply = httpx.get(f"{self.url}/health", timeout=2)
+            reply = self._client().get(f"{self.url}/health", timeout=2)
             return reply.status_code == 200 and reply.json().get("pid") == self.pid
         except (httpx.HTTPError, ValueError, AttributeError):
             return False
@@ -218,6 +222,7 @@ class World:
             (self.state_dir / READY_FILE).unlink(missing_ok=True)
         if self._scratch:
             remove_scratch(self.state_dir)
+        self._close_client()
 
     def _ready_file_pid(self) -> int | None:
         try:
@@ -255,12 +260,31 @@ class World:
         return env
 
     # --- the admin API: only the holder of the token (the harness) can use it -----------------------
+    def _client(self):
+        """The HTTP client this object asks the world with, made once and kept. ``httpx.get()`` makes a new
+        client each call, and a client loads the certificate store (about 20 ms of CPU, for a plain-http
+        loopback server): the harness asks ``crash_reached()`` every 50 ms while a crashed run is on its way
+        to its point, so a new client per question cost more CPU than the agents. One per process: a forked
+        child never shares its parent's connections."""
+        import httpx  # here, not at the top: the world's server imports this package and never needs it
+
+        with self._http_lock:
+            if self._http is None or self._http_pid != os.getpid():
+                self._http, self._http_pid = httpx.Client(), os.getpid()
+            return self._http
+
+    def _close_client(self) -> None:
+        with self._http_lock:
+            client, self._http = self._http, None
+        if client is not None and self._http_pid == os.getpid():
+            client.close()
+
     def _admin(self, method: str, path: str, **kwargs):
         import httpx
 
         try:
-            reply = httpx.request(method, f"{self.url}/_admin/{path}", headers={"X-Crashlab-Admin": self._token},
-                                  timeout=30, **kwargs)
+            reply = self._client().request(method, f"{self.url}/_admin/{path}",
+                                           headers={"X-Crashlab-Admin": self._token}, timeout=30, **kwargs)
         except httpx.HTTPError as exc:
             raise WorldError(f"the world at {self.url} did not answer ({type(exc).__name__})") from None
         if reply.status_code != 200:
