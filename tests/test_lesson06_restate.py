@@ -1,7 +1,7 @@
 """The Restate lesson (issue 14): the graded matrix is the one its text promises, and known-wrong answers lose
 their own exercise's points only -- a handler with a side effect outside ``ctx.run`` or ``uuid4()`` keys scores 0
-on the crash matrix (the second inside the one full grading), a step that drops the key or an approval that ignores
-a refusal loses its exercise.
+on the crash matrix (the second inside the one full grading), a step that drops the key or an approval timed by
+asyncio.wait_for loses its exercise.
 
 Cheap on purpose: the master's full matrix runs when test_grading_all grades the master, and nbval runs its
 scenes (a crash, two resumers, the awakeable surviving a kill, a journal mismatch, two deployments). Here the
@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from crashlab.grading.grade import grade_notebook, score_matrix_check
+from crashlab.grading.grade import grade_notebook, restore_locked_cells, score_matrix_check
 from crashlab.grading.notebooks import grade_id
 from crashlab.restate_server import RestateServerError, restate_binary
 from master_files import replace_in as replace, write_master_files
@@ -52,9 +52,23 @@ def test_the_graded_matrix_is_every_point_with_two_resumers_and_double_crashes()
     check, = meta["matrix_checks"]
     assert check["name"] == "ex2_crash_matrix" and check["needs"] == "restate" and check.get("crash_points", "all") == "all"
     assert check["resumers"] == 2 and len(check["double"]) >= 2 and check["expect"] == "durable"
-    assert check["on_reference_answers"] and meta["reference_answers"] == ["ex1_steps"]
+    assert check["on_reference_answers"] and meta["reference_answers"] == ["ex1_steps", "restate_agent_given"]
     demo, = meta["demo_agents"]
     assert demo["agent"] == check["agent"] == "restate_agent.py" and demo["needs"] == "restate"
+
+
+def test_the_given_agent_is_locked_and_graded_as_the_master_wrote_it():
+    """The agent (it sends the order to Restate) is given: an edited copy comes back from the master, and the
+    checks and the matrix run the master's copy even if a later cell writes restate_agent.py again."""
+    master = nbformat.read(MASTER, as_version=4)
+    given = next(c for c in master.cells if grade_id(c) == "restate_agent_given")
+    assert given.source.startswith("%%writefile restate_agent.py") and given.metadata.nbgrader["locked"]
+    submission = nbformat.read(MASTER, as_version=4)
+    edited = next(c for c in submission.cells if grade_id(c) == "restate_agent_given")
+    edited.source = "%%writefile restate_agent.py\nprint('[done] a plain loop, no Restate')\n"
+    restored, notes = restore_locked_cells(submission, master)
+    assert next(c for c in restored.cells if grade_id(c) == "restate_agent_given").source == given.source
+    assert "restored edited cell 'restate_agent_given' from the master" in notes
 
 
 def test_a_side_effect_outside_ctx_run_scores_0_for_the_crash_matrix(lesson_files):
@@ -66,25 +80,38 @@ def test_a_side_effect_outside_ctx_run_scores_0_for_the_crash_matrix(lesson_file
     assert result.score == 0 and "repeated model call" in result.output, result.output
 
 
-WRONG_APPROVAL = ('        case ["approval", _]:\n            return "rejected"\n',
-                  '        case ["approval", _]:\n            return "approved"  # wrong: a refusal goes on too\n')
+APPROVAL_WAIT = "    match await restate.select(approval=approval, timeout=ctx.sleep(timedelta(seconds=timeout_s))):\n"
+# A timer in the process, not in the journal: a refusal and a timeout still end the order, but a crash forgets it.
+ASYNCIO_TIMER = """    import asyncio
+
+    try:
+        approved = await asyncio.wait_for(approval, timeout_s)
+    except asyncio.TimeoutError:
+        return "approval timed out"
+    return "approved" if approved else "rejected"
+"""
 
 
 def test_wrong_answers_lose_their_own_exercises_points_only(tmp_path):
     """A step that drops its key (exercise 1), a handler with uuid4() keys that passes its checks on a clean run
-    (exercise 2: its matrix), an approval that takes a refusal for a yes (exercise 3). Each loses its own points."""
+    (exercise 2: its matrix), an approval whose deadline is asyncio.wait_for, not a durable timer (exercise 3).
+    Each loses its own points."""
     nb = nbformat.read(MASTER, as_version=4)
     cells = {grade_id(c): c for c in nb.cells if grade_id(c)}
     steps = cells["ex1_steps"].source
     assert "return call_tool(name, args, idempotency_key=key)" in steps
     cells["ex1_steps"].source = steps.replace("return call_tool(name, args, idempotency_key=key)",
                                               "return call_tool(name, args)  # wrong: no key")
-    assert KEY in cells["ex2_handler"].source and WRONG_APPROVAL[0] in cells["ex3_approval"].source
+    approval = cells["ex3_approval"].source
+    assert KEY in cells["ex2_handler"].source and APPROVAL_WAIT in approval
     cells["ex2_handler"].source = cells["ex2_handler"].source.replace(KEY, UUID_KEY)
-    cells["ex3_approval"].source = cells["ex3_approval"].source.replace(*WRONG_APPROVAL)
+    cells["ex3_approval"].source = (approval.split(APPROVAL_WAIT)[0] + ASYNCIO_TIMER
+                                    + "    # END SOLUTION" + approval.split("# END SOLUTION")[1])
     path = tmp_path / MASTER.name
     nbformat.write(nb, path)
     report = grade_notebook(path)
     scores = {t.name: t.score for t in report.tests}
     assert scores == {"ex1_steps_checks": 0, "ex2_handler_checks": 3, "ex3_approval_checks": 0,
                       "ex2_crash_matrix": 0}, str(report)
+    ex3 = next(t for t in report.tests if t.name == "ex3_approval_checks")
+    assert "durable timer" in ex3.output, ex3.output
