@@ -178,12 +178,18 @@ class RestateServer:
         return server
 
     def is_ready(self) -> bool:
+        """Both APIs answer *and* the partitions are up: just after start the health checks already pass while a
+        query of the server's tables still fails with "node lookup for partition 1 failed"."""
         try:
             admin = httpx.get(f"{self.admin_url}/health", timeout=2)
             ingress = httpx.get(f"{self.ingress_url}/restate/health", timeout=2)
+            if admin.status_code != 200 or ingress.status_code != 200:
+                return False
+            tables = httpx.post(f"{self.admin_url}/query", json={"query": "SELECT id FROM sys_invocation LIMIT 1"},
+                                headers={"accept": "application/json"}, timeout=2)
         except httpx.HTTPError:
             return False
-        return admin.status_code == 200 and ingress.status_code == 200
+        return tables.status_code == 200
 
     def register(self, endpoint_url: str, *, force: bool = False, timeout: float = 10.0) -> dict:
         """Register (discover) the service deployment at ``endpoint_url``; the server's answer (its ``id`` and
