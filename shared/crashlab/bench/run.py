@@ -134,6 +134,8 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
                     row.samples_ms = [round(s, 4) for s in
                                       _measure_engine(engine, servers, run_dir, steps, repeats, timeout_s)]
                     row.per_step_ms = statistics.median(row.samples_ms)
+                    if row.per_step_ms <= 0:  # (t(N) - t(1)) / (N - 1) lost in one invocation's jitter
+                        row.note = f"below this run's noise at {steps} steps; measure with more steps"
                 except Exception as exc:  # noqa: BLE001 -- every failure becomes a row, never a traceback
                     row.note = str(exc) if isinstance(exc, BenchError) else f"{type(exc).__name__}: {exc}"
                 tick(f"{engine} measured")
@@ -143,12 +145,12 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
                         row.recovery_s = round(got["recovery_s"], 3)
                         row.recovery_startup_s = round(got["recovery_startup_s"], 3)
                         row.recovery_steps_run = got["steps_run"]
-                        row.note = _note_for(engine, got["steps_run"], steps, kill_at)
+                        row.note = _joined(row.note, _note_for(engine, got["steps_run"], steps, kill_at))
                     except Exception as exc:  # noqa: BLE001
                         msg = str(exc) if isinstance(exc, BenchError) else f"{type(exc).__name__}: {exc}"
-                        row.note = f"recovery not measured: {msg}"
+                        row.note = _joined(row.note, f"recovery not measured: {msg}")
                 elif row.ok:
-                    row.note = _note_for(engine, None, steps, kill_at)
+                    row.note = _joined(row.note, _note_for(engine, None, steps, kill_at))
                 if recovery:
                     tick(f"{engine} recovered")
             # The disk is shared with whatever else the machine does: measure the floor again after the
@@ -175,3 +177,7 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
     return BenchResult(steps=steps, repeats=repeats, engines=engines, rows=rows, recovery=recovery,
                        recovery_steps=steps, recovery_kill_at=kill_at, machine=machine, versions=_versions(),
                        started=started, elapsed_s=time.monotonic() - t0)
+
+
+def _joined(*notes: str | None) -> str:
+    return "; ".join(n for n in notes if n)
