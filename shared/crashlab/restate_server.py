@@ -19,7 +19,6 @@ supervise --parent-pid``), so a killed kernel or test run never leaves a server 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import platform
@@ -34,8 +33,9 @@ from pathlib import Path
 import httpx
 
 from crashlab.agent import AgentError
+from crashlab.chosen_once import chosen_once
 from crashlab.scratch import remove_scratch
-from crashlab.temporal_server import _pid_alive, free_port
+from crashlab.temporal_server import free_port
 
 RESTATE_VERSION = "1.7.12"  # @restatedev/restate-server, pinned in the Makefile's setup
 ENV_RESTATE_BIN = "CRASHLAB_RESTATE_BIN"
@@ -278,41 +278,14 @@ def register_deployment(admin_url: str, endpoint_url: str, *, force: bool = Fals
 
 def endpoint_for(state_dir: str | os.PathLike, timeout: float = 10.0) -> dict:
     """This world's service name and endpoint port, chosen on first use and remembered in its agent state
-    directory (under an exclusive lock, written to a file of its own then renamed into place), so a resumed
-    agent binds the very address its in-flight invocation is pinned to."""
-    path = Path(state_dir) / ENDPOINT_FILE
-    found = _read_json(path)
-    if found:
-        return found
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(ENDPOINT_FILE + ".lock"), "a") as lock:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise RestateUnavailable(f"another process has held {lock.name} for {timeout:.0f} s") from None
-                time.sleep(0.01)
-        found = _read_json(path)
-        if not found:
-            # A name for a new world, not a key for a repeated effect.
-            found = {"service": f"Order_{uuid.uuid4().hex[:10]}", "port": free_port()}
-            tmp = path.with_name(f".{ENDPOINT_FILE}.{os.getpid()}.tmp")
-            with open(tmp, "w") as f:
-                json.dump(found, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-    return found
-
-
-def _read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text()) or None
-    except (FileNotFoundError, ValueError):
-        return None
+    directory (:func:`crashlab.chosen_once.chosen_once`), so a resumed agent binds the very address its
+    in-flight invocation is pinned to."""
+    return chosen_once(Path(state_dir) / ENDPOINT_FILE,
+                       # a name for a new world, not a key for a repeated effect
+                       lambda: json.dumps({"service": f"Order_{uuid.uuid4().hex[:10]}", "port": free_port()}),
+                       lambda text: json.loads(text) or None, timeout=timeout,
+                       held_too_long=lambda lock: RestateUnavailable(f"another process has held {lock} for "
+                                                                     f"{timeout:.0f} s"))
 
 
 # --- the agent's side of the push model: serve the endpoint, send the order once, attach, and read the server --

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -35,6 +34,7 @@ from pathlib import Path
 import httpx
 
 from crashlab.agent import AgentError
+from crashlab.chosen_once import chosen_once
 
 ENV_TEMPORAL_ADDRESS = "CRASHLAB_TEMPORAL_ADDRESS"
 ENV_TEMPORAL_BIN = "CRASHLAB_TEMPORAL_BIN"
@@ -288,45 +288,15 @@ class TemporalUnavailable(AgentError):
 
 def namespace_for(state_dir: str | os.PathLike, timeout: float = 10.0) -> str:
     """The Temporal namespace of one world: chosen on first use and remembered in the world's agent
-    state directory, so a resumed process finds the same one, and a fresh world gets a fresh one.
-
-    Agents that start together on a fresh world all ask at once. The choice is made once, under an
-    exclusive lock on a file beside it: whoever takes the lock first and finds no name writes one
-    (to a file of its own, then renamed into place, so no reader ever sees half a name); everyone
-    after it reads that name. The kernel drops the lock of a process that dies, even by SIGKILL."""
-    path = Path(state_dir) / NAMESPACE_FILE
-    name = _read_namespace(path)
-    if name:
-        return name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(NAMESPACE_FILE + ".lock"), "a") as lock:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TemporalUnavailable(f"another process has held {lock.name} for {timeout:.0f} s while "
-                                              "choosing this world's Temporal namespace") from None
-                time.sleep(0.01)
-        name = _read_namespace(path)  # chosen by whoever held the lock before us
-        if not name:
-            name = f"crashlab-{uuid.uuid4().hex[:12]}"  # a name for a new world, not a key for a repeated effect
-            tmp = path.with_name(f".{NAMESPACE_FILE}.{os.getpid()}.tmp")
-            with open(tmp, "w") as f:
-                f.write(name + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-    return name
-
-
-def _read_namespace(path: Path) -> str | None:
-    try:
-        return path.read_text().strip() or None
-    except FileNotFoundError:
-        return None
+    state directory, so a resumed process finds the same one, and a fresh world gets a fresh one. Agents
+    that start together on a fresh world all ask at once: :func:`crashlab.chosen_once.chosen_once`."""
+    return chosen_once(Path(state_dir) / NAMESPACE_FILE,
+                       # a name for a new world, not a key for a repeated effect
+                       lambda: f"crashlab-{uuid.uuid4().hex[:12]}\n", lambda text: text.strip() or None,
+                       timeout=timeout,
+                       held_too_long=lambda lock: TemporalUnavailable(
+                           f"another process has held {lock} for {timeout:.0f} s while choosing this world's "
+                           "Temporal namespace"))
 
 
 def use_quiet_runtime() -> None:
