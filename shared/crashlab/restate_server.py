@@ -23,7 +23,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -35,7 +34,7 @@ import httpx
 from crashlab.agent import AgentError
 from crashlab.chosen_once import chosen_once
 from crashlab.scratch import remove_scratch
-from crashlab.temporal_server import free_port
+from crashlab.temporal_server import free_port, serve_until_interrupted, stop_supervisor
 
 RESTATE_VERSION = "1.7.12"  # @restatedev/restate-server, pinned in the Makefile's setup
 ENV_RESTATE_BIN = "CRASHLAB_RESTATE_BIN"
@@ -201,14 +200,7 @@ class RestateServer:
         its data folder. Safe to call twice."""
         if not self._stopped:
             self._stopped = True
-            if self._process.poll() is None:
-                self._process.terminate()
-                try:
-                    self._process.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(self._process.pid, signal.SIGKILL)
-                    self._process.wait(timeout)
+            stop_supervisor(self._process, timeout)
         if remove:
             remove_scratch(self.data_dir)
 
@@ -441,13 +433,7 @@ def main(argv: list[str] | None = None) -> int:
           f"(healthy after {server.started_in:.2f} s)")
     for name, value in server.env().items():
         print(f"  export {name}={value}")
-    try:
-        while server._process.poll() is None:
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    serve_until_interrupted(server)
     return 0
 
 

@@ -223,13 +223,7 @@ class TemporalServer:
             return
         self._stopped = True
         if self._process is not None:
-            if self._process.poll() is None:
-                self._process.terminate()
-                try:
-                    self._process.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    os.killpg(self._process.pid, signal.SIGKILL)
-                    self._process.wait(timeout)
+            stop_supervisor(self._process, timeout)
         else:
             try:
                 os.kill(self.pid, signal.SIGTERM)
@@ -365,6 +359,29 @@ def temporal_environment(state_dir: str | os.PathLike, **start_kwargs):
 
 
 # --- the supervisor -------------------------------------------------------------------------------------------
+def stop_supervisor(process: subprocess.Popen, timeout: float) -> None:
+    """SIGTERM to a supervisor (which stops its server), then SIGKILL to its process group."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout)
+
+
+def serve_until_interrupted(server) -> None:
+    """A server's command line: keep it until Ctrl-C (or until it dies), then stop it."""
+    try:
+        while server._process.poll() is None:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
 def _supervise(argv: list[str]) -> int:
     """Run the server as a child; stop it when we get SIGTERM or when the parent pid dies."""
     parent = None
@@ -416,13 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     if server.reused:
         return 0
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
-    try:
-        while server._process.poll() is None:
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    serve_until_interrupted(server)
     return 0
 
 
