@@ -133,16 +133,13 @@ def test_restate_is_measured_on_a_real_server_and_resumes_from_its_journal(tmp_p
     endpoint process replays the journal and runs only the killed step and the rest."""
     from crashlab import restate_server
     from crashlab.bench import common
-    from crashlab.restate_server import RestateServerError, restate_binary
+    from restate_or_skip import restate_or_skip
 
     # the children read the bench's server under the names the course's Restate agents read
     assert (common.ENV_RESTATE_INGRESS, common.ENV_RESTATE_ADMIN) == (restate_server.ENV_RESTATE_INGRESS,
                                                                       restate_server.ENV_RESTATE_ADMIN)
 
-    try:
-        restate_binary()
-    except RestateServerError as exc:
-        pytest.skip(f"no Restate server: {exc}")
+    restate_or_skip()
     # (t(N steps) - t(1 step)) / (N - 1): with N = 6 the invocation's own jitter (a few ms) could exceed five steps
     # of about a millisecond and make the figure negative (seen once in CI); 40 steps take well under a second.
     steps = 40

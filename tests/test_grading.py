@@ -179,3 +179,23 @@ def test_a_submissions_processes_learn_where_the_servers_binaries_are_and_no_oth
         isolation.close()
     assert env["CRASHLAB_TEMPORAL_BIN"] == "/opt/temporal" and env["CRASHLAB_RESTATE_BIN"] == "/opt/restate-server"
     assert "CRASHLAB_RESTATE_INGRESS" not in env and "CRASHLAB_PRIVATE_DIR" not in env
+
+
+@pytest.mark.parametrize("lesson, given_id, agent", [("05_temporal", "temporal_agent_given", "temporal_agent.py"),
+                                                     ("06_restate", "restate_agent_given", "restate_agent.py")])
+def test_a_given_engine_agent_is_locked_and_the_matrix_runs_the_masters_copy(lesson, given_id, agent):
+    """The agent that runs the order on the engine is given. An edited copy comes back from the master, and the
+    crash matrix runs the master's copy (reference_answers), so a plain loop written in its place cannot earn the
+    matrix's points from the ledgers alone."""
+    master = read(ROOT / "solutions" / f"{lesson}.ipynb")
+    given = next(c for c in master.cells if grade_id(c) == given_id)
+    assert given.source.startswith(f"%%writefile {agent}") and given.metadata.nbgrader["locked"]
+    assert given_id in master.metadata["crashlab"]["reference_answers"]
+    check = next(c for c in master.metadata["crashlab"]["matrix_checks"] if c["name"] == "ex2_crash_matrix")
+    assert check["agent"] == agent and check["on_reference_answers"]
+    submission = read(ROOT / "solutions" / f"{lesson}.ipynb")
+    edited = next(c for c in submission.cells if grade_id(c) == given_id)
+    edited.source = f"%%writefile {agent}\nprint('[done] a plain loop, no engine')\n"
+    restored, notes = restore_locked_cells(submission, master)
+    assert next(c for c in restored.cells if grade_id(c) == given_id).source == given.source
+    assert f"restored edited cell '{given_id}' from the master" in notes

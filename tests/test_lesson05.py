@@ -7,8 +7,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from crashlab.grading.grade import restore_locked_cells, score_matrix_check
-from crashlab.grading.notebooks import grade_id, written_files
+from crashlab.grading.grade import score_matrix_check
+from crashlab.grading.notebooks import written_files
 from crashlab.harness import run_agent
 from crashlab.temporal_server import (ENV_TEMPORAL_ADDRESS, TemporalServer, TemporalServerError, free_port,
                                       temporal_environment)
@@ -164,21 +164,3 @@ def test_right_answer_scores_full_on_the_same_check(tmp_path, lesson_files, monk
     check = {**check, "crash_points": "after:charge_card"}
     result = score_matrix_check(check, tmp_path)
     assert result.score == result.max_score, result.output
-
-
-def test_the_given_agent_is_locked_and_the_matrix_runs_the_masters_copy():
-    """temporal_agent.py (a worker and a client: it runs the order on Temporal) is given. An edited copy comes back
-    from the master, and the crash matrix runs the master's copy (reference_answers), so a plain loop written in
-    its place cannot earn the matrix's points from the ledgers alone."""
-    master = nbformat.read(MASTER, as_version=4)
-    given = next(c for c in master.cells if grade_id(c) == "temporal_agent_given")
-    assert given.source.startswith("%%writefile temporal_agent.py") and given.metadata.nbgrader["locked"]
-    assert "temporal_agent_given" in master.metadata["crashlab"]["reference_answers"]
-    check = next(c for c in master.metadata["crashlab"]["matrix_checks"] if c["name"] == "ex2_crash_matrix")
-    assert check["agent"] == "temporal_agent.py" and check["on_reference_answers"]
-    submission = nbformat.read(MASTER, as_version=4)
-    edited = next(c for c in submission.cells if grade_id(c) == "temporal_agent_given")
-    edited.source = "%%writefile temporal_agent.py\nprint('[done] a plain loop, no Temporal')\n"
-    restored, notes = restore_locked_cells(submission, master)
-    assert next(c for c in restored.cells if grade_id(c) == "temporal_agent_given").source == given.source
-    assert "restored edited cell 'temporal_agent_given' from the master" in notes

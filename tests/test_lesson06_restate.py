@@ -13,10 +13,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from crashlab.grading.grade import grade_notebook, restore_locked_cells, score_matrix_check
+from crashlab.grading.grade import grade_notebook, score_matrix_check
 from crashlab.grading.notebooks import grade_id
-from crashlab.restate_server import RestateServerError, restate_binary
 from master_files import replace_in as replace, write_master_files
+from restate_or_skip import restate_or_skip
 
 ROOT = Path(__file__).resolve().parents[1]
 MASTER = ROOT / "solutions" / "06_restate.ipynb"
@@ -28,10 +28,7 @@ UUID_KEY = "key = str(__import__('uuid').uuid4())"
 
 @pytest.fixture(autouse=True)
 def _restate_or_skip():
-    try:
-        restate_binary()
-    except RestateServerError as exc:
-        pytest.skip(f"no Restate server: {exc}")
+    restate_or_skip()
 
 
 @pytest.fixture
@@ -55,20 +52,6 @@ def test_the_graded_matrix_is_every_point_with_two_resumers_and_double_crashes()
     assert check["on_reference_answers"] and meta["reference_answers"] == ["ex1_steps", "restate_agent_given"]
     demo, = meta["demo_agents"]
     assert demo["agent"] == check["agent"] == "restate_agent.py" and demo["needs"] == "restate"
-
-
-def test_the_given_agent_is_locked_and_graded_as_the_master_wrote_it():
-    """The agent (it sends the order to Restate) is given: an edited copy comes back from the master, and the
-    checks and the matrix run the master's copy even if a later cell writes restate_agent.py again."""
-    master = nbformat.read(MASTER, as_version=4)
-    given = next(c for c in master.cells if grade_id(c) == "restate_agent_given")
-    assert given.source.startswith("%%writefile restate_agent.py") and given.metadata.nbgrader["locked"]
-    submission = nbformat.read(MASTER, as_version=4)
-    edited = next(c for c in submission.cells if grade_id(c) == "restate_agent_given")
-    edited.source = "%%writefile restate_agent.py\nprint('[done] a plain loop, no Restate')\n"
-    restored, notes = restore_locked_cells(submission, master)
-    assert next(c for c in restored.cells if grade_id(c) == "restate_agent_given").source == given.source
-    assert "restored edited cell 'restate_agent_given' from the master" in notes
 
 
 def test_a_side_effect_outside_ctx_run_scores_0_for_the_crash_matrix(lesson_files):

@@ -8,20 +8,18 @@ import httpx
 import pytest
 
 from crashlab.harness import run_agent
-from crashlab.restate_server import (ENV_RESTATE_BIN, RestateServer, RestateServerError, admin_sql, restate_binary,
+from crashlab.restate_server import (ENV_RESTATE_BIN, RestateServer, RestateServerError, admin_sql,
                                      restate_environment)
 from crashlab.world import World
 from master_files import write_master_files
+from restate_or_skip import restate_or_skip
 from test_lesson06_restate import MASTER
 
 
 @pytest.fixture(scope="module")
 def restate(tmp_path_factory):
     """The server, its addresses in os.environ for the agent processes the harness starts."""
-    try:
-        restate_binary()
-    except RestateServerError as exc:
-        pytest.skip(f"no Restate server: {exc}")
+    restate_or_skip()
     with restate_environment(tmp_path_factory.mktemp("restate") / "server") as server:
         yield server
     assert server._process.poll() is not None, "the Restate server is still running after the module"
