@@ -186,13 +186,13 @@ def test_a_helper_that_survives_the_crash_and_finishes_the_order_fails_the_matri
     in full, the same cheat scores 0 of 12; here the matrix alone, which is what it attacks.)"""
     import tempfile
 
-    from crashlab import sandbox as sandboxes
     from crashlab.harness import crash_test
+    from crashlab.sandbox_slot import SandboxSlot
 
     folder = Path(tempfile.mkdtemp(prefix="crashlab-redteam-"))
     try:
         (folder / "survivor_agent.py").write_text(SURVIVOR)
-        with sandboxes.SandboxSlot(folder / "home") as sandbox:
+        with SandboxSlot(folder / "home") as sandbox:
             sandbox.own(folder)
             os.chmod(folder, 0o770)
             for name, value in sandbox.env({}).items():  # as the grader's process is set up

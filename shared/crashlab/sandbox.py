@@ -20,12 +20,9 @@ from __future__ import annotations
 
 import contextvars
 import ctypes
-import fcntl
 import json
 import os
-import pwd
 import resource
-import signal
 import subprocess
 import threading
 import time
@@ -33,16 +30,49 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+# Re-exported: the grader reaches the process tree through the sandbox when it has no sandbox user.
+from crashlab.process_tree import all_processes, become_subreaper, descendants, kill_descendants  # noqa: F401
+from crashlab.sandbox_view import enter_view, hide_only
+
 ENV_SANDBOX = "CRASHLAB_SANDBOX"
+ENV_GRADING_LESSON = "CRASHLAB_GRADING_LESSON"  # set by the grader for every process of a grading run
 SLOTS = 8
 CRASH_USERS = 4                   # users of a slot's own for crashed runs (one per crash-matrix row at a time)
 SLOT_DIR = Path("/run/crashlab-sandbox")
+VIEW_ROOT = SLOT_DIR / "view"     # where each sandboxed process builds its own view (see crashlab.sandbox_view)
 MEMORY_LIMIT = 6 * 1024 ** 3      # bytes of address space per process
 PROCESS_LIMIT = 768               # processes and threads of the sandbox user, all together
 
 
 class SandboxError(RuntimeError):
     pass
+
+
+# What a student's process may inherit, by name: what the lesson's code needs to run (where Python and its
+# packages are, the locale, the world's and the engines' endpoints, its own folders), and nothing of the
+# grader's own (a token, a key, the bundle's secret, the folder it was started from). An allow-list, not a
+# deny-list: a secret under a name nobody thought of stays behind too.
+STUDENT_ENV = frozenset({
+    "PATH", "PYTHONPATH", "LANG", "LANGUAGE", "TZ", "TERM", "HOME", "USER", "LOGNAME", "TMPDIR",
+    "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "PYTHONWARNINGS",
+    "MPLCONFIGDIR", "MPLBACKEND", "JUPYTER_RUNTIME_DIR", "JUPYTER_PLATFORM_DIRS",
+    "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS",  # this machine's numerical libraries need them
+    "CRASHLAB_MODEL_URL", "CRASHLAB_SERVICES_URL", "CRASHLAB_STATE_DIR", "CRASHLAB_MODEL",
+    "CRASHLAB_TEMPORAL_ADDRESS", "CRASHLAB_RESTATE_INGRESS", "CRASHLAB_RESTATE_ADMIN", "CRASHLAB_POSTGRES_URL",
+    "CRASHLAB_TEMPORAL_BIN", "CRASHLAB_RESTATE_BIN", "CRASHLAB_GRADING_LESSON", "CRASHLAB_LESSON_FILES",
+    ENV_SANDBOX,
+})
+
+
+def student_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` cut down to what a student's process may see (:data:`STUDENT_ENV`, and the ``LC_*`` locale)."""
+    return {k: v for k, v in env.items() if k in STUDENT_ENV or k.startswith("LC_")}
+
+
+def grading() -> bool:
+    """Whether this process works for a grading run (isolated or not): its untrusted children then start from
+    :func:`student_env`, never from this process's environment."""
+    return bool(os.environ.get(ENV_GRADING_LESSON)) or os.environ.get(ENV_SANDBOX) is not None
 
 
 @dataclass(frozen=True)
@@ -53,12 +83,16 @@ class Sandbox:
     home: str
     hide: tuple = ()  # what the student must not read: the masters' folder, the answers being graded
     crash_users: tuple = ()  # (uid, name) pairs: see :func:`crash_user`
+    see: tuple = ()  # the grading run's folders: with the runtime, all a sandboxed process sees of the machine
 
     # --- what a child process needs --------------------------------------------------------------
     def demote(self) -> None:
         """For ``preexec_fn`` (or a forked child): become the sandbox user, with the caps applied.
         Runs in the child between fork and exec; raises if any step fails, so nothing runs as root."""
-        hide_paths(self.hide)
+        if self.see:
+            enter_view(str(VIEW_ROOT), tuple(self.see), tuple(self.hide))
+        elif self.hide:
+            hide_only(self.hide)
         os.setgroups([])
         os.setgid(self.gid)
         os.setuid(self.uid)
@@ -76,24 +110,26 @@ class Sandbox:
     def processes(self) -> list[int]:
         """Every process of this user and of its crash users."""
         uids = {self.uid, *(uid for uid, _ in self.crash_users)}
-        return [pid for pid, uid in _all_processes() if uid in uids]
+        return [pid for pid, uid in all_processes() if uid in uids]
 
     def kill_all(self, timeout: float = 5.0) -> int:
-        """SIGKILL every process of the sandbox user until none is left; returns how many died."""
-        killed = 0
+        """SIGKILL every process of the sandbox user and its crash users until none is left; returns how many
+        were alive when it began.
+
+        Listing the processes and then killing the list loses to a process that forks and exits faster than
+        the list is read (its new pid is on no list). ``kill(-1, SIGKILL)`` sent *as the user* reaches every
+        process of that uid in one pass of the kernel's process table, which a fork cannot slip through, and
+        spares the sender itself: so a throwaway shell becomes each user and sends it until nothing is left."""
+        found = len(self.processes())
         deadline = time.monotonic() + timeout
+        uids = (self.uid, *(uid for uid, _ in self.crash_users))
         while time.monotonic() < deadline:
-            pids = self.processes()
-            if not pids:
+            if not self.processes():
                 break
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed += 1
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.05)
-        return killed
+            for uid in uids:
+                kill_every_process_of(uid, self.gid)
+            time.sleep(0.02)
+        return found
 
     def own(self, path: Path) -> None:
         """Give a folder (and what is in it) to the sandbox user: its scratch space. The group (the slot's
@@ -106,36 +142,20 @@ class Sandbox:
                     os.chmod(name, mode | ((mode & 0o700) >> 3))
 
 
-def hide_paths(paths) -> None:
-    """In a mount namespace of this process's own: an empty read-only tmpfs over each folder (the
-    masters), /dev/null over each file (an answers module), and a /proc that shows only the process's own
-    user (no grader command lines)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(0x00020000) != 0:  # CLONE_NEWNS
-        raise SandboxError(f"unshare(CLONE_NEWNS) failed: {os.strerror(ctypes.get_errno())}")
-    if libc.mount(b"none", b"/", None, 0x4000 | 0x40000, None) != 0:  # MS_REC | MS_PRIVATE
-        raise SandboxError("cannot make the mount namespace private")
-    for path in paths:
-        if os.path.isdir(path):
-            hidden = libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", 1, b"size=4k,mode=0555")  # MS_RDONLY
-        elif os.path.exists(path):
-            hidden = libc.mount(b"/dev/null", os.fsencode(path), None, 4096, None)  # MS_BIND
-        else:
-            continue
-        if hidden != 0:
-            raise SandboxError(f"cannot hide {path}: {os.strerror(ctypes.get_errno())}")
-    libc.mount(b"proc", b"/proc", b"proc", 0x2 | 0x8 | 0x4, b"hidepid=2")  # nosuid, noexec, nodev
+# ``kill`` is the shell's builtin: the shell's own process is the only one of the user that the signal spares.
+# A zombie (dead, not yet reaped) still counts as signalled, so the loop is bounded; the caller checks again.
+_KILL_AS_USER = 'i=0; while kill -s KILL -- -1 2>/dev/null; do i=$((i+1)); [ "$i" -ge 20 ] && exit 0; done; exit 0'
 
 
-def can_hide() -> bool:
-    """Whether this machine lets us make mount namespaces (a container without CAP_SYS_ADMIN does not).
-    Tried in a throwaway child, so nothing here changes."""
-    libc = ctypes.CDLL(None, use_errno=True)  # loaded before the fork: the child only makes one call
-    pid = os.fork()
-    if pid == 0:
-        os._exit(0 if libc.unshare(0x00020000) == 0 else 1)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status) == 0
+def kill_every_process_of(uid: int, gid: int) -> None:
+    """SIGKILL every process of ``uid`` at once, by becoming it (see :meth:`Sandbox.kill_all`). Root only."""
+    if uid == 0:
+        raise SandboxError("refusing to kill every process of root")
+    try:
+        subprocess.run(["/bin/sh", "-c", _KILL_AS_USER], user=uid, group=gid, extra_groups=[], env={},
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        pass  # the caller lists what is left and tries again
 
 
 def apply_limits() -> None:
@@ -162,6 +182,7 @@ def current() -> Sandbox | None:
     try:
         data = json.loads(raw)
         data["hide"] = tuple(data.get("hide", ()))
+        data["see"] = tuple(data.get("see", ()))
         data["crash_users"] = tuple(tuple(pair) for pair in data.get("crash_users", ()))
         return Sandbox(**data)
     except (TypeError, ValueError):
@@ -251,9 +272,17 @@ def kill_crashed() -> None:
 
 
 def child_env(env: dict[str, str]) -> dict[str, str]:
-    """``env`` for a child that runs student code: the sandbox user's home and name, when there is one."""
+    """``env`` for a child that runs student code. While grading, what the caller merely inherited from this
+    process passes only through :func:`student_env`; what the caller set itself (a lesson's ``DURABILITY=sync``
+    for one run) is kept, since a trusted caller chose it. When there is a sandbox user, its home and name are
+    set. Outside grading (a learner running their own agents) it is the learner's own environment, untouched."""
     sandbox = current()
-    return env if sandbox is None else sandbox.env(env)
+    if sandbox is None and not grading():
+        return env
+    inherited = os.environ
+    chosen = {k: v for k, v in env.items() if inherited.get(k) != v}
+    kept = {**student_env(env), **chosen}
+    return sandbox.env(kept) if sandbox is not None else kept
 
 
 def preexec():
@@ -288,143 +317,6 @@ def share_with_group(path: Path) -> None:
 
 def can_isolate() -> bool:
     return os.geteuid() == 0
-
-
-class SandboxSlot:
-    """Hold one sandbox user for a grading run (a file lock per slot), creating the user on demand."""
-
-    def __init__(self, home: Path, hide: tuple = (), wait: float = 120.0):
-        if not can_isolate():
-            raise SandboxError("isolation needs root")
-        self.hidden = bool(hide) and can_hide()
-        if not self.hidden:
-            hide = ()  # the uid still protects everything but what is world-readable (the masters)
-        SLOT_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
-        deadline = time.monotonic() + wait
-        self._lock = None
-        while self._lock is None:
-            for slot in range(SLOTS):
-                handle = open(SLOT_DIR / f"slot{slot}.lock", "w")
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    handle.close()
-                    continue
-                self._lock, self.slot = handle, slot
-                break
-            else:
-                if time.monotonic() > deadline:
-                    raise SandboxError(f"all {SLOTS} sandbox slots are busy")
-                time.sleep(0.5)
-        user = f"crashlab-sb{self.slot}"
-        entry = _ensure_user(user)
-        crash_users = tuple((_ensure_user(f"{user}c{k}", group=user).pw_uid, f"{user}c{k}") for k in range(CRASH_USERS))
-        self.sandbox = Sandbox(entry.pw_uid, entry.pw_gid, user, str(home), tuple(str(p) for p in hide), crash_users)
-        self.sandbox.kill_all()  # whatever a crashed earlier run left behind
-
-    def close(self) -> None:
-        if self._lock is not None:
-            self.sandbox.kill_all()
-            self._lock.close()
-            self._lock = None
-
-    def __enter__(self) -> Sandbox:
-        return self.sandbox
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def _ensure_user(name: str, group: str | None = None) -> pwd.struct_passwd:
-    """A system user, made on first use: with a group of its own, or in ``group`` (a crash user shares its
-    slot user's group)."""
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        pass
-    grouping = ["--gid", group] if group else ["--user-group"]
-    result = subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-                             "--shell", "/usr/sbin/nologin", *grouping, name],
-                            capture_output=True, text=True)
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        raise SandboxError(f"cannot create the sandbox user {name}: {result.stderr.strip()}") from None
-
-
-def _all_processes() -> list[tuple[int, int]]:
-    """(pid, uid) of every live process. A zombie (dead, waiting for its parent to reap it) is left out:
-    it runs nothing, and no signal can do more to it."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            uid = os.stat(f"/proc/{entry}").st_uid
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state != b"Z":
-            found.append((int(entry), uid))
-    return found
-
-
-# --- non-root: keep track of what the grader's children started ---------------------------------------------
-def become_subreaper(on: bool = True) -> None:
-    """Orphans of our children (a daemon, a double fork) are re-parented to us instead of init, so a
-    grader that is not root can still find and kill everything a submission started. ``on=False`` ends
-    it (and reaps what is dead), for a long-lived process that grades once, such as a test run: orphans
-    it never reaps would otherwise stay behind as zombies."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(36, 1 if on else 0, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
-    if not on:
-        _reap()
-
-
-def descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for pid, _ in _all_processes():
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(pid)
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def kill_descendants(root: int | None = None, keep: set[int] = frozenset(), rounds: int = 20) -> None:
-    root = os.getpid() if root is None else root
-    for _ in range(rounds):
-        pids = [p for p in descendants(root) if p not in keep]
-        if not pids:
-            return
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.05)
-        _reap()
-
-
-def _reap() -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def set_fs_user(sandbox: Sandbox) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-ENV_GRADING_LESSON = "CRASHLAB_GRADING_LESSON"
+from crashlab.sandbox import ENV_GRADING_LESSON
 
 
 def refuse_while_grading(lesson: str) -> None:
@@ -23,7 +23,12 @@ def refuse_while_grading(lesson: str) -> None:
 
 
 def answer_files(lesson: str) -> list[str]:
-    """The files holding the answers of ``lesson`` and every later lesson (to hide while grading it)."""
+    """The files holding the answers of ``lesson`` and every later lesson (to hide while grading it): each
+    module's source and the bytecode compiled from it, which imports as well as the source does (``make setup``
+    compiles the library on purpose; any import as root leaves a ``.pyc`` behind). The whole ``__pycache__``
+    folder goes: hiding a folder leaves no compiled name to miss."""
     here = os.path.dirname(os.path.abspath(__file__))
-    return sorted(os.path.join(here, name) for name in os.listdir(here)
-                  if name.startswith("lesson") and name.endswith(".py") and name[6:8] >= lesson)
+    sources = [os.path.join(here, name) for name in os.listdir(here)
+               if name.startswith("lesson") and name.endswith(".py") and name[6:8] >= lesson]
+    cache = os.path.join(here, "__pycache__")
+    return sorted(sources) + ([cache] if sources and os.path.isdir(cache) else [])

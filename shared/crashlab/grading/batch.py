@@ -46,10 +46,10 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import nbformat
 
 from crashlab.grading.classroom import exercises
-from crashlab.grading.notebooks import lesson_of, repo_root
+from crashlab.grading.notebooks import repo_root
+from crashlab.grading.submissions import lesson_master, masters_by_lesson, notebooks_in, read_own
 from crashlab.grading.report import GradingError
 
 GRADING_ERROR_EXIT = 2  # the worker's exit status when the file cannot be graded (its content's fault)
@@ -65,6 +65,7 @@ class Submission:
     sha: str
     result: dict | None = None  # the grader's results, or {"error": why} when the file cannot be graded
     failed: str = ""            # the grading failed (not the file's fault): retried next run
+    folder: Path | None = None  # the student's folder, which the notebook must lie in
 
     @property
     def key(self) -> str:
@@ -89,26 +90,20 @@ class Batch:
 
 
 # --- finding the submissions ---------------------------------------------------------------------------------
-def _lesson_master(path: Path, masters: list[Path], lessons: dict[str, Path]) -> Path | None:
-    by_name = next((m for m in masters if m.name == path.name), None)
-    if by_name is not None:
-        return by_name
-    try:
-        return lessons.get(lesson_of(nbformat.read(path, as_version=4)) or "")
-    except Exception:  # not a notebook, and not named as one of the course's: not a submission
-        return None
-
-
 def discover(submissions: Path, solutions: Path) -> Batch:
+    """Each student's folder (a folder directly below ``submissions``; a link is not one), and in it the notebook
+    for each lesson: found by lesson, not by exact name, and never through a link (a link is kept, to be
+    refused with its reason; see :mod:`crashlab.grading.submissions`)."""
     masters = sorted(solutions.glob("*.ipynb"))
-    lessons = {lesson_of(nbformat.read(m, as_version=4)): m for m in masters}
+    lessons = masters_by_lesson(masters)
     batch = Batch()
-    for folder in sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith(".")):
+    folders = sorted(p for p in submissions.iterdir()
+                     if p.is_dir() and not p.is_symlink() and not p.name.startswith("."))
+    for folder in folders:
         student, notes, chosen = folder.name, [], {}
-        files = sorted((p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts and p.is_file()),
-                       key=lambda p: (len(p.relative_to(folder).parts), str(p)))
+        files = notebooks_in(folder)
         for path in files:
-            master = _lesson_master(path, masters, lessons)
+            master = lesson_master(path, folder, masters, lessons)
             if master is None:
                 notes.append(f"{path.relative_to(folder)} is not a course notebook: ignored")
             elif master in chosen:
@@ -117,10 +112,19 @@ def discover(submissions: Path, solutions: Path) -> Batch:
                 chosen[master] = path
         if not files:
             notes.append("no notebook in the folder")
-        batch.students[student] = [Submission(student, master, path, hashlib.sha256(path.read_bytes()).hexdigest())
+        batch.students[student] = [Submission(student, master, path, _fingerprint(path, folder), folder)
                                    for master, path in sorted(chosen.items())]
         batch.notes[student] = notes
     return batch
+
+
+def _fingerprint(path: Path, folder: Path) -> str:
+    """The sha256 of the student's own bytes (of a link's text, for a link: never of what it points at)."""
+    try:
+        data = read_own(path, folder)
+    except GradingError:
+        data = b"link:" + os.fsencode(os.readlink(path)) if path.is_symlink() else b"unreadable:" + os.fsencode(path)
+    return hashlib.sha256(data).hexdigest()
 
 
 def unreadable(path: Path, folder: Path) -> str | None:
@@ -128,7 +132,7 @@ def unreadable(path: Path, folder: Path) -> str | None:
     from crashlab.grading.grade import read_submission
 
     try:
-        read_submission(path)
+        read_submission(path, folder)
     except GradingError as exc:
         return str(exc).replace(str(path), str(path.relative_to(folder)))
     return None
@@ -203,7 +207,7 @@ class Runner:
                 return "interrupted"
             with open(log, "wb") as err:
                 process = subprocess.Popen([sys.executable, "-m", "crashlab.grading.batch", str(sub.path), str(out),
-                                            str(self.solutions), *self.args], stdin=subprocess.DEVNULL, stdout=err,
+                                            str(self.solutions), *self.args, str(sub.folder or sub.path.parent)], stdin=subprocess.DEVNULL, stdout=err,
                                            stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
             self.running[process.pid] = process
         try:
@@ -376,17 +380,18 @@ def summary(batch: Batch, width: int = 100) -> str:
 
 # --- the worker: one grading, in a process of its own -------------------------------------------------------------
 def _worker(argv: list[str]) -> int:
-    """``python -m crashlab.grading.batch NOTEBOOK OUT SOLUTIONS DEADLINE CELL_TIMEOUT ISOLATE``."""
+    """``python -m crashlab.grading.batch NOTEBOOK OUT SOLUTIONS DEADLINE CELL_TIMEOUT ISOLATE FOLDER``."""
     from crashlab.grading.grade import grade_notebook
 
-    notebook, out, solutions, deadline, cell_timeout, isolate = argv
+    notebook, out, solutions, deadline, cell_timeout, isolate, folder = argv
 
     def interrupted(signum, frame):
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, interrupted)
     try:
         grade_notebook(notebook, json_out=out, solutions=Path(solutions), deadline=float(deadline),
-                       cell_timeout=int(cell_timeout), isolate={"auto": None, "yes": True, "no": False}[isolate])
+                       cell_timeout=int(cell_timeout), isolate={"auto": None, "yes": True, "no": False}[isolate],
+                       within=Path(folder))
     except GradingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return GRADING_ERROR_EXIT

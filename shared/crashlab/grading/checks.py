@@ -13,7 +13,7 @@ from pathlib import Path
 from crashlab.grading.isolation import Deadline, Isolation, write_new_file
 from crashlab.grading.judge import NOTEBOOK_ANSWERS
 from crashlab.grading.references import copy_on_answers, lesson_references
-from crashlab.grading.notebooks import grade_id, is_answer_cell, is_test_cell, nbgrader_meta
+from crashlab.grading.notebooks import grade_id, is_answer_cell, is_test_cell, nbgrader_meta, written_files
 from crashlab.grading.report import TestResult
 
 JUDGE_SETUP_TAG = "judge-setup"
@@ -64,6 +64,7 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline) -
     job = {"workdir": str(isolation.workdir), "preamble": preamble,
            "timeout": float(master.metadata.get("crashlab", {}).get("check_timeout", 240)),
            "checks": [{"name": grade_id(c), "source": c.source} for c in tests], "answer_names": answer_names,
+           "student_modules": sorted(name[:-3] for name in written_files(master) if name.endswith(".py")),
            "references": lesson_references(master)}
     env = isolation.env()
     # -P: the judge runs as root in the student's folder; a `crashlab/` planted there must not be imported
@@ -99,17 +100,19 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline) -
     return graded
 
 
-def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict | None = None) -> TestResult:
+def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict | None = None,
+                       deadline: float | None = None) -> TestResult:
     """Score one crash-matrix check on an agent file in ``workdir`` (``needs``: a shared
     :class:`crashlab.needs.Needs`, so servers such as Temporal start once per grading run). A check with
     ``on_reference_answers`` runs the agent on ``references`` (:mod:`crashlab.grading.references`); one with
-    ``fail`` (``"reserve_item"``) runs it through the failure path, every row to end cleanly undone."""
+    ``fail`` (``"reserve_item"``) runs it through the failure path, every row to end cleanly undone.
+    ``deadline`` (``time.monotonic()``): the submission's; the matrix stops there and scores 0, "timed out"."""
     from crashlab.harness import crash_test
     from crashlab.needs import Needs
 
     if needs is None:
         with Needs(workdir / ".crashlab" / "servers") as own:
-            return score_matrix_check(check, workdir, own, references)
+            return score_matrix_check(check, workdir, own, references, deadline)
 
     name, max_score = check["name"], float(check["points"])
     agent = workdir / check["agent"]
@@ -124,7 +127,12 @@ def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict 
                         double=[tuple(pair) for pair in check.get("double", [])] or None,
                         faults=[tuple(f) for f in check.get("faults", [])] or None,
                         launcher=check.get("launcher", "warm"), preload=tuple(check.get("preload", ())),
-                        extra_env=needs.env_for(check), fail=check.get("fail"), stop_at_first_failure=True)
+                        extra_env=needs.env_for(check), fail=check.get("fail"), stop_at_first_failure=True,
+                        deadline=deadline)
+    if matrix.past_deadline:
+        return TestResult(name, 0.0, max_score, f"timed out: the submission's deadline passed during this matrix "
+                                                f"({len(matrix.rows)} of {len(matrix.rows) + matrix.not_run} crash "
+                                                f"points run, the rest stopped)", "matrix")
     # Safety is all or nothing: one duplicate effect, lost order or avoidable repeat zeroes the check, so the
     # matrix stops at the first failing crash point.
     score = max_score if matrix.ok else 0.0

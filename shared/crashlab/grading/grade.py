@@ -29,18 +29,15 @@ from crashlab.grading.references import lesson_references
 from crashlab.grading.isolation import Deadline, Isolation, keep_only_what_the_submission_writes, run_submission
 from crashlab.grading.notebooks import as_given_to_students, grade_id, is_answer_cell, is_locked, is_test_cell, lesson_of, nbgrader_meta, repo_root
 from crashlab.grading.report import GradeReport, GradingError, TestResult, write_results
+from crashlab.grading.submissions import read_notebook
 from crashlab.needs import Needs
 from crashlab.scratch import remove_scratch
 
 # --- 1. find the master and restore its locked cells --------------------------------------------------------
-def read_submission(path: Path) -> nbformat.NotebookNode:
-    if not path.is_file():
-        raise GradingError(f"{path}: no such file")
-    try:
-        nb = nbformat.read(path, as_version=4)
-    except Exception as exc:  # nbformat raises several kinds for a non-notebook
-        raise GradingError(f"{path} is not a Jupyter notebook ({type(exc).__name__}: {str(exc)[:120]})") from None
-    return nb
+def read_submission(path: Path, folder: Path | None = None) -> nbformat.NotebookNode:
+    """The student's own notebook: a regular file inside ``folder`` (its own by default), never through a link
+    (see :mod:`crashlab.grading.submissions`)."""
+    return read_notebook(path, folder)
 
 
 def find_master(submission: nbformat.NotebookNode, path: Path, solutions: Path) -> Path:
@@ -51,6 +48,9 @@ def find_master(submission: nbformat.NotebookNode, path: Path, solutions: Path) 
             return master
     for master in candidates:
         if lesson and lesson_of(nbformat.read(master, as_version=4)) == lesson:
+            return master
+    for master in candidates:  # a browser's or Jupyter's rename of a notebook that lost its metadata
+        if path.stem.startswith(master.stem):
             return master
     raise GradingError(f"{path} is not a course notebook: no master in {solutions} has its name or lesson id "
                        f"(masters: {', '.join(m.name for m in candidates) or 'none'})")
@@ -116,17 +116,19 @@ DEFAULT_DEADLINE = 900.0  # seconds for one submission, everything included
 
 def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | None = None,
                    solutions: Path | None = None, cell_timeout: int = 120, deadline: float = DEFAULT_DEADLINE,
-                   isolate: bool | None = None, keep: bool = False) -> GradeReport:
+                   isolate: bool | None = None, keep: bool = False, within: Path | None = None) -> GradeReport:
     """Grade one submission. ``isolate``: None means "when root"; True insists; False never isolates.
+    ``within``: the student's folder, which the notebook must lie in (by default its own folder); it is read
+    once, never through a symbolic link, and only that copy is graded.
 
     An interrupted grading (Ctrl-C, SIGTERM raised as KeyboardInterrupt) writes no results and re-raises.
     """
     if deadline <= 0 or cell_timeout <= 0:
         raise GradingError("the deadline and the cell timeout must be positive numbers of seconds")
     started = time.time()
-    path = Path(path).resolve()
+    path = Path(os.path.abspath(path))  # not resolved: a link must be seen as one, and refused
     solutions = (solutions or repo_root() / "solutions").resolve()
-    submission = read_submission(path)
+    submission = read_submission(path, within)
     master_path = find_master(submission, path, solutions)
     master = nbformat.read(master_path, as_version=4)
     nb, notes = restore_locked_cells(submission, master)
@@ -136,7 +138,7 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
     limit = Deadline(deadline)
     workdir = Path(tempfile.mkdtemp(prefix="crashlab-grade-"))
     isolation = None
-    saved_env = dict(os.environ)
+    saved_env, saved_tempdir = dict(os.environ), tempfile.tempdir
     try:
         lesson = report.lesson
         # Hidden from the student's processes: the masters, the git history that holds them too, and the
@@ -152,7 +154,9 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
         report.tests += judge_checks(master, nb, isolation, limit)
         isolation.kill_everything()
         os.environ.clear()
-        os.environ.update({**saved_env, **{k: v for k, v in isolation.env().items() if k.startswith("CRASHLAB_")}})
+        os.environ.update({**saved_env, **{k: v for k, v in isolation.env().items() if k.startswith("CRASHLAB_")},
+                           "TMPDIR": str(isolation.scratch)})
+        tempfile.tempdir = str(isolation.scratch)  # the rows' folders, inside what the sandbox's view shows
         references = lesson_references(master)
         with Needs(isolation.private / "servers") as needs:
             for check in master.metadata.get("crashlab", {}).get("matrix_checks", []):
@@ -161,12 +165,13 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
                                                    "timed out: the submission's deadline passed first", "matrix"))
                     continue
                 check = {**check, "timeout": min(float(check.get("timeout", 60)), max(5.0, limit.left()))}
-                report.tests.append(score_matrix_check(check, workdir, needs, references))
+                report.tests.append(score_matrix_check(check, workdir, needs, references, deadline=limit.at))
         if not report.tests:
             raise GradingError(f"{master_path.name} has no graded cells")
     finally:
         os.environ.clear()
         os.environ.update(saved_env)
+        tempfile.tempdir = saved_tempdir
         if isolation is not None:
             isolation.close()  # every process the submission started is dead before anything is written
         if keep:

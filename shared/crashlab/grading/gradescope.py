@@ -27,6 +27,7 @@ from pathlib import Path
 from crashlab.grading.classroom import exercises
 from crashlab.grading.grade import grade_notebook
 from crashlab.grading.report import GradingError
+from crashlab.grading.submissions import lesson_master, masters_by_lesson, notebooks_in
 
 MANIFEST = "grading.json"
 
@@ -38,10 +39,12 @@ def graded_lessons(solutions: Path) -> list[Path]:
     return [m for m in sorted(solutions.glob("*.ipynb")) if names is None or m.name in names]
 
 
-def find_submitted(submission: Path, name: str) -> list[Path]:
-    """Every file called ``name`` in the submission, shallowest first (checkpoint copies left out)."""
-    found = [p for p in submission.rglob(name) if ".ipynb_checkpoints" not in p.parts and p.is_file()]
-    return sorted(found, key=lambda p: (len(p.relative_to(submission).parts), str(p)))
+def find_submitted(submission: Path, master: Path, masters: list[Path], lessons: dict[str, Path]) -> list[Path]:
+    """Every notebook in the submission for ``master``'s lesson (by name, by the lesson id inside, or by a
+    renamed copy such as ``01_naive_event_log (1).ipynb``): the master's exact name first, then shallowest.
+    Links are listed too, to be refused with their reason when graded."""
+    found = [p for p in notebooks_in(submission) if lesson_master(p, submission, masters, lessons) == master]
+    return sorted(found, key=lambda p: (p.name != master.name, len(p.relative_to(submission).parts), str(p)))
 
 
 def zero_tests(master: Path, why: str) -> list[dict]:
@@ -53,17 +56,19 @@ def grade_submission(submission: Path, solutions: Path, deadline: float = 900.0)
     """Gradescope's results object for one submission folder."""
     started = time.time()
     tests, output = [], []
+    masters = sorted(solutions.glob("*.ipynb"))
+    lessons = masters_by_lesson(masters)
     for master in graded_lessons(solutions):
-        found = find_submitted(submission, master.name)
+        found = find_submitted(submission, master, masters, lessons)
         if not found:
             tests += zero_tests(master, f"not submitted: no {master.name} in the submission")
             output.append(f"{master.name}: not submitted")
             continue
         if len(found) > 1:
             output.append(f"{master.name}: graded {found[0].relative_to(submission)}; "
-                          f"{len(found) - 1} other file(s) of that name ignored")
+                          f"{len(found) - 1} other file(s) for that lesson ignored")
         try:
-            report = grade_notebook(found[0], solutions=solutions, deadline=deadline)
+            report = grade_notebook(found[0], solutions=solutions, deadline=deadline, within=submission)
         except GradingError as exc:
             tests += zero_tests(master, f"not graded: {exc}")
             output.append(f"{master.name}: not graded ({exc})")

@@ -16,6 +16,7 @@ import nbformat
 
 from crashlab.grading.notebooks import lesson_of
 from crashlab.grading.report import GradingError
+from crashlab.sandbox_slot import SandboxSlot
 from crashlab.scratch import remove_scratch
 
 
@@ -56,14 +57,19 @@ class Isolation:
         self.slot = None
         self.sandbox = None
         self._already_running: set[int] = set()
+        # The crash matrices' rows, worlds and agent outputs: a folder of root's that agents can pass through to
+        # their own row but not list, and that the sandbox's view of the machine includes.
+        self.scratch = Path(tempfile.mkdtemp(prefix="crashlab-rows-"))
+        os.chmod(self.scratch, 0o711)
         if want is None:
             want = sandboxes.can_isolate()
         if want:
-            self.slot = sandboxes.SandboxSlot(workdir / "home", hide=tuple(hide))
+            self.slot = SandboxSlot(workdir / "home", hide=tuple(hide), see=(workdir, self.scratch))
             self.sandbox = self.slot.sandbox
-            if hide and not self.slot.hidden:
+            if not self.slot.hidden:
                 self.notes.append("this machine allows no mount namespaces (a container without CAP_SYS_ADMIN?): "
-                                  "the masters and the answers being graded could not be hidden from the student's code")
+                                  "the student's code could read whatever the machine lets any user read, the "
+                                  "masters and the answers being graded included")
         else:
             sandboxes.become_subreaper()
             self._already_running = set(sandboxes.descendants(os.getpid()))  # ours, not the submission's
@@ -73,6 +79,8 @@ class Isolation:
         (workdir / "home" / "tmp").mkdir(exist_ok=True)
         os.chmod(workdir / "home" / "tmp", 0o1777)  # like /tmp: crash users (one group) make folders there too
         self.private = Path(tempfile.mkdtemp(prefix="crashlab-private-"))  # the worlds' ledgers: ours alone
+        if self.slot is not None:
+            self.slot.leave_behind((workdir, self.scratch, self.private))  # removed at its next use if we die
         try:
             os.chmod(self.private, 0o700)
             if self.sandbox is not None:
@@ -108,16 +116,20 @@ class Isolation:
 
     def env(self, trusted: bool = True) -> dict[str, str]:
         """The environment of a process of the grading run; only trusted ones learn the private folder."""
+        from crashlab import sandbox as sandboxes
+
         kept = ("CRASHLAB_ROOT", "CRASHLAB_TEMPORAL_BIN", "CRASHLAB_RESTATE_BIN")  # where the servers' binaries are
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRASHLAB_") or k in kept}
         env.update({"HOME": str(self.workdir / "home"), "JUPYTER_RUNTIME_DIR": str(self.workdir / "home" / "runtime"),
                     "MPLCONFIGDIR": str(self.workdir / "home" / "mpl"), "CRASHLAB_PRIVATE_DIR": str(self.private),
-                    "PYTHONDONTWRITEBYTECODE": "1", "CRASHLAB_GRADING_LESSON": self.lesson})
+                    "PYTHONDONTWRITEBYTECODE": "1", "CRASHLAB_GRADING_LESSON": self.lesson,
+                    # the judge works with the student's file rights, in folders the student's processes see
+                    "TMPDIR": str(self.workdir / "home" / "tmp")})
         if self.lesson_files is not None:
             env["CRASHLAB_LESSON_FILES"] = str(self.lesson_files)
         if not trusted:
-            env.pop("CRASHLAB_PRIVATE_DIR")
             env["TMPDIR"] = str(self.workdir / "home" / "tmp")
+            env = sandboxes.student_env(env)  # never the grader's own variables, whatever their names
         if self.sandbox is not None:
             env = self.sandbox.env(env)
         return env
@@ -149,6 +161,7 @@ class Isolation:
         else:
             sandboxes.become_subreaper(False)
         remove_scratch(self.private)
+        remove_scratch(self.scratch)
 
 
 NOT_RUN_WHILE_GRADING = "# not run while grading: no point depends on this cell (see the README, How grading works)"

@@ -229,14 +229,19 @@ def remote_exception(error: dict) -> BaseException:
 
 # --- the student's modules, as proxies ----------------------------------------------------------------------
 class StudentModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """``import keys`` inside a check gives a proxy for the student's ``keys.py``."""
+    """``import keys`` inside a check gives a proxy for the student's ``keys.py``.
 
-    def __init__(self, workdir: Path):
+    Only the modules the master itself writes (its ``%%writefile`` cells) and the grader's module of answer
+    cells are the student's: a file planted beside them under another name (``httpx.py``, ``json.py``) is never
+    proxied, so the judge's own imports always get the real library."""
+
+    def __init__(self, workdir: Path, names: frozenset[str] | set[str]):
         self.workdir = workdir
+        self.names = frozenset(names)
         self.subject: Subject | None = None
 
     def find_spec(self, name, path=None, target=None):
-        if path is None and "." not in name and (self.workdir / f"{name}.py").is_file():
+        if path is None and name in self.names and (self.workdir / f"{name}.py").is_file():
             return importlib.machinery.ModuleSpec(name, self)
         return None
 
@@ -308,19 +313,22 @@ class Checks:
     """The master's checks, run one after another in one namespace, as the notebook's cells would be:
     the given cells (the preamble) run once, before the first check that needs them."""
 
-    def __init__(self, workdir: Path, preamble: str, answer_names: list[str], timeout: float):
+    def __init__(self, workdir: Path, preamble: str, answer_names: list[str], timeout: float,
+                 student_modules: list[str] = ()):
         self.workdir, self.preamble, self.answer_names, self.timeout = workdir, preamble, answer_names, timeout
+        self.student_modules = set(student_modules) | ({NOTEBOOK_ANSWERS} if answer_names else set())
         self.namespace: dict = {"__name__": "__check__"}
+        # The library and the SDKs the checks use are imported before any finder of the student's is in place.
+        run_code(BASE_PREAMBLE, "<base>", self.namespace)
         self.prepared = False
 
     def run(self, check: dict) -> dict:
-        finder = StudentModules(self.workdir)
+        finder = StudentModules(self.workdir, self.student_modules)
         finder.subject = subject = Subject(self.workdir, time.monotonic() + self.timeout)
         sys.meta_path.insert(0, finder)
         started = time.monotonic()
         try:
             if not self.prepared:
-                run_code(BASE_PREAMBLE, "<base>", self.namespace)
                 run_code(self.preamble, "<preamble>", self.namespace)  # the master's own given cells
                 self.prepared = True
             if self.answer_names:  # answers written as cells, not files: proxies for the names they define
@@ -360,7 +368,8 @@ def main() -> None:
     os.chdir(workdir)
     sandboxes.become_subreaper()
     references.REFERENCES.update({gid: tuple(pair) for gid, pair in job.get("references", {}).items()})
-    checks = Checks(workdir, job.get("preamble", ""), job.get("answer_names", []), float(job.get("timeout", 300)))
+    checks = Checks(workdir, job.get("preamble", ""), job.get("answer_names", []), float(job.get("timeout", 300)),
+                    job.get("student_modules", []))
     try:
         for check in job["checks"]:
             out.write(json.dumps(checks.run(check)) + "\n")

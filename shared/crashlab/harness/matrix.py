@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crashlab import sandbox as sandboxes
-from crashlab.harness.runs import ProcessRun, _Rows, _Running, run_agent, start_agent
+from crashlab.harness.runs import ProcessRun, RowsStopped, _Rows, _Running, run_agent, start_agent
 from crashlab.harness.verdicts import BASELINE, EXPECTATIONS, FAILURE_EXPECTATIONS, Row, judge
 from crashlab.launcher import WarmLauncher, kept_launcher
 from crashlab.order import ORDER_ID, TOOL_ORDER, check_crash_point, check_failure, default_points, failure_path, \
@@ -172,6 +172,7 @@ class Matrix:
     fail: str | None = None  # TOOL:REASON of the failure path, or None
     not_run: int = 0  # rows left out after the first failing one (``stop_at_first_failure``)
     key_lifetime: float | None = None  # seconds a key lived in each row's world; resumes came after (None: forever)
+    past_deadline: bool = False  # the caller's deadline stopped the matrix: the rows it left are in not_run
 
     @property
     def ok(self) -> bool:
@@ -244,7 +245,7 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
                double: list[tuple[str, str]] | None = None, faults: list[tuple] | None = None,
                extra_env: dict | None = None, launcher: "str | WarmLauncher" = "warm",
                preload: tuple[str, ...] = (), fail: str | None = None, key_lifetime: float | None = None,
-               stop_at_first_failure: bool = False) -> Matrix:
+               stop_at_first_failure: bool = False, deadline: float | None = None) -> Matrix:
     """Run the crash matrix: one row per crash point (plus a clean baseline run).
 
     ``double`` adds rows with a second crash during the resume (see :func:`double_crash_pairs`);
@@ -256,6 +257,10 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
     ``fail`` (``"reserve_item"``, ``"reserve_item:out_of_stock"``, ``"out_of_stock"``) runs the matrix through the
     failure path: that step fails for good for the order in every row, ``"all"`` means the points of the do
     steps up to it and of the undo steps, and each row must end ``cleanly undone`` (see :data:`FAILURE_EXPECTATIONS`).
+
+    ``deadline`` (a ``time.monotonic()`` value): when it passes, the rows still running are stopped (their agents
+    killed) and no other row starts; the matrix comes back with ``past_deadline`` set and those rows in
+    ``not_run``. A grader's deadline then bounds a whole matrix, not only each of its runs.
     """
     agent = Path(agent)
     if not agent.is_file():
@@ -283,14 +288,29 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
             os.chmod(workdir, 0o711)  # agents (the sandbox user, while grading) reach their own rows, list nothing
         warm = shared or (kept_launcher(preload) if launcher == "warm" else None)  # kept for later crash tests
         rows_running = _Rows()
-        failed = threading.Event()
+        failed, late = threading.Event(), threading.Event()
+        if deadline is not None:
+            def stop_late() -> None:
+                late.set()
+                rows_running.stop()
+
+            watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), stop_late)
+            watchdog.daemon = True
+            watchdog.start()
 
         def one_row(point: str, second: str | None) -> Row | None:
-            if stop_at_first_failure and failed.is_set():
+            if late.is_set() or (stop_at_first_failure and failed.is_set()):
                 return None  # set by a row that ended in this thread or another: this one is not run
-            row = rows_running.run(crash_row, agent, point, order_id, expect=expect, workdir=workdir, timeout=timeout,
-                                   resumers=resumers, then_crash_at=second, faults=faults, extra_env=extra_env,
-                                   launcher=warm, fail=fail, key_lifetime=key_lifetime)
+            try:
+                row = rows_running.run(crash_row, agent, point, order_id, expect=expect, workdir=workdir,
+                                       timeout=timeout, resumers=resumers, then_crash_at=second, faults=faults,
+                                       extra_env=extra_env, launcher=warm, fail=fail, key_lifetime=key_lifetime)
+            except RowsStopped:
+                if late.is_set():
+                    return None
+                raise
+            if late.is_set():
+                return None  # its agents were killed by the deadline: what it saw says nothing of the agent
             if not row.ok:
                 failed.set()
             return row
@@ -312,9 +332,12 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
                     future.cancel()
                 rows_running.stop()
                 raise
+            finally:
+                if deadline is not None:
+                    watchdog.cancel()
     finally:
         if own_dir:
             remove_scratch(workdir)
     return Matrix(str(agent), order_id, expect, rows, time.time() - started, resumers=resumers,
                   launcher="warm" if shared else launcher, fail=fail, not_run=len(todo) - len(rows),
-                  key_lifetime=key_lifetime)
+                  key_lifetime=key_lifetime, past_deadline=late.is_set())
