@@ -118,17 +118,18 @@ class Sandbox:
 
         Listing the processes and then killing the list loses to a process that forks and exits faster than
         the list is read (its new pid is on no list). ``kill(-1, SIGKILL)`` sent *as the user* reaches every
-        process of that uid in one pass of the kernel's process table, which a fork cannot slip through, and
-        spares the sender itself: so a throwaway shell becomes each user and sends it until nothing is left."""
+        process of that uid in one pass of the kernel's process table, which a fork cannot slip through (a fork
+        under way when the signal comes is abandoned), and spares the sender itself: so a throwaway shell
+        becomes each user and sends it, always, and again while a listing still shows a process."""
         found = len(self.processes())
         deadline = time.monotonic() + timeout
         uids = (self.uid, *(uid for uid, _ in self.crash_users))
-        while time.monotonic() < deadline:
-            if not self.processes():
-                break
+        for uid in uids:  # never skipped on an empty listing: a process that hops pids is on no list
+            kill_every_process_of(uid, self.gid)
+        while self.processes() and time.monotonic() < deadline:
+            time.sleep(0.02)
             for uid in uids:
                 kill_every_process_of(uid, self.gid)
-            time.sleep(0.02)
         return found
 
     def own(self, path: Path) -> None:

@@ -112,7 +112,7 @@ def discover(submissions: Path, solutions: Path) -> Batch:
                 chosen[master] = path
         if not files:
             notes.append("no notebook in the folder")
-        batch.students[student] = [Submission(student, master, path, _fingerprint(path, folder), folder)
+        batch.students[student] = [Submission(student, master, path, _fingerprint(path, folder), folder=folder)
                                    for master, path in sorted(chosen.items())]
         batch.notes[student] = notes
     return batch
