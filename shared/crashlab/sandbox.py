@@ -286,11 +286,16 @@ def child_env(env: dict[str, str]) -> dict[str, str]:
     return sandbox.env(kept) if sandbox is not None else kept
 
 
-def preexec():
+def preexec(hide_also: tuple = ()):
     """The ``preexec_fn`` for a child that runs student code: become the sandbox user when we are root
-    and there is one; otherwise just apply the caps."""
+    and there is one; otherwise just apply the caps. ``hide_also``: more folders or files this child must not
+    see (they must exist when it starts)."""
     sandbox = current()
-    return sandbox.demote if sandbox is not None and os.geteuid() == 0 else apply_limits
+    if sandbox is None or os.geteuid() != 0:
+        return apply_limits
+    if hide_also:
+        sandbox = replace(sandbox, hide=(*sandbox.hide, *(str(p) for p in hide_also)))
+    return sandbox.demote
 
 
 def give(path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -100,6 +101,18 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline) -
     return graded
 
 
+# How the harness quotes an agent's last words in a verdict (crashlab.harness.matrix and .verdicts).
+_AGENT_WORDS = re.compile(r"(the agent failed first: |the resumed agent failed \().*?(\)*)$")
+
+
+def without_agent_words(problem: str) -> str:
+    """A verdict line without what the agent said. An agent run on the master's answers to the exercises it
+    builds on could read them beside it and say them in its last words: for those runs only the facts the
+    world saw come back."""
+    return _AGENT_WORDS.sub(lambda m: m.group(1) + "its output is not shown for runs on the reference answers"
+                            + m.group(2), problem)
+
+
 def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict | None = None,
                        deadline: float | None = None) -> TestResult:
     """Score one crash-matrix check on an agent file in ``workdir`` (``needs``: a shared
@@ -144,6 +157,8 @@ def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict 
                   + (f", and the other {matrix.not_run} were not run" if matrix.not_run else "")
                   + "; any failing crash point scores 0 for this check")
     problems = matrix.problems()
+    if check.get("on_reference_answers") and references:
+        problems = [without_agent_words(p) for p in problems]
     if problems:
         output += "\n" + "\n".join(f"- {p}" for p in problems)
     return TestResult(name, score, max_score, output, "matrix")

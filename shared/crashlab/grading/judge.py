@@ -26,6 +26,7 @@ import select
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 import traceback
@@ -66,11 +67,17 @@ class Subject:
         req_read, self._req = os.pipe()
         self._rep, rep_write = os.pipe()
         env = sandboxes.child_env({k: v for k, v in os.environ.items() if k != "CRASHLAB_PRIVATE_DIR"})
+        # The checks' own scratch (``.crashlab/``: the earlier lessons' agents a check runs, the worlds' agent
+        # folders) is the master's, not the student's: the process running the student's code does not see it.
+        hidden = [workdir / ".crashlab", *([os.environ["CRASHLAB_LESSON_FILES"]]
+                                            if os.environ.get("CRASHLAB_LESSON_FILES") else [])]
+        for folder in hidden:
+            Path(folder).mkdir(parents=True, exist_ok=True)
         self._log = open(workdir / ".crashlab-subject.log", "ab")
         self.process = subprocess.Popen([sys.executable, "-m", "crashlab.grading.subject", str(req_read), str(rep_write)],
                                         cwd=workdir, env=env, pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL,
                                         stdout=self._log, stderr=self._log, start_new_session=True,
-                                        preexec_fn=sandboxes.preexec())
+                                        preexec_fn=sandboxes.preexec(hide_also=tuple(hidden)))
         os.close(req_read)
         os.close(rep_write)
         self._buffer = b""
@@ -222,7 +229,9 @@ def remote_exception(error: dict) -> BaseException:
             setattr(exc, key, value)
         except (AttributeError, TypeError):
             pass
-    exc.__student__ = f"{error.get('mro', ['?'])[0].rpartition('.')[2]}: {error.get('message', '')}"
+    # The student's words come back bounded (shortened at a word): feedback is no channel to carry files out.
+    said = textwrap.shorten(str(error.get("message", "")), width=300, placeholder=" [...]")
+    exc.__student__ = f"{error.get('mro', ['?'])[0].rpartition('.')[2]}: {said}"
     exc.__where__ = error.get("where", "")
     return exc
 

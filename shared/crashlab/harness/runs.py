@@ -47,9 +47,15 @@ class ProcessRun:
     def seconds(self) -> float:
         return self.ended - self.started
 
-    def last_error_line(self) -> str:
+    def last_error_line(self, width: int = 200) -> str:
+        """The agent's last words, for a verdict: at most ``width`` characters, shortened at a word (an agent's
+        output is the student's, and what reaches feedback from it is bounded)."""
+        import textwrap
+
         lines = [line for line in self.stderr.strip().splitlines() if line.strip()]
-        return lines[-1].strip() if lines else f"exit code {self.returncode}"
+        if not lines:
+            return f"exit code {self.returncode}"
+        return textwrap.shorten(lines[-1].strip(), width=width, placeholder=" [...]")
 
 
 def run_python(args: list[str], env: dict | None = None, timeout: float = 60.0,
