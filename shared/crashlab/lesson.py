@@ -100,7 +100,8 @@ def show_log(path: str | os.PathLike) -> None:
 
 def extract_lesson_files(lessons, dest: str | os.PathLike) -> Path:
     """Write the ``%%writefile`` files of the given lessons' masters (e.g. ``["01", "02"]``) into
-    ``dest``, so a later lesson can run an earlier lesson's agents exactly as they were taught."""
+    ``dest``, so a later lesson can run an earlier lesson's agents exactly as they were taught; returns the
+    folder the files are in (while grading, a folder of the grader's choosing instead of ``dest``)."""
     import nbformat
 
     from crashlab.grading.notebooks import lesson_of, repo_root, written_files
@@ -113,6 +114,9 @@ def extract_lesson_files(lessons, dest: str | os.PathLike) -> Path:
         raise PermissionError(f"lesson {graded} is being graded: its answers (and later ones') are not yours to copy")
     given = os.environ.get("CRASHLAB_LESSON_FILES")  # while grading, the masters are out of reach: the
     if given:                                         # grader hands over the earlier lessons' files
+        # ... to the checks alone: the copy goes beside them, where the student's code is not let see, not to dest
+        dest = Path(given) / ("lessons-" + "-".join(sorted(wanted)))
+        dest.mkdir(exist_ok=True)
         for lesson in sorted(wanted):
             for source in sorted((Path(given) / lesson).glob("*")):
                 (dest / source.name).write_text(source.read_text())

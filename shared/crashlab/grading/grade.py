@@ -147,12 +147,16 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
         isolation = Isolation(workdir, isolate, hide=secret, lesson=lesson)
         report.isolated = isolation.isolated
         report.notes += isolation.notes
+        report.notes += run_submission(nb, isolation, limit, cell_timeout)
+        # The earlier lessons' files that the checks run: handed over once the student's kernel is dead, seen by
+        # the checks' agents and not by the student's code (see crashlab.grading.judge), and gone before the
+        # matrices run the student's agents.
         uses = master.metadata.get("crashlab", {}).get("uses_lessons", [])
         if uses:
             isolation.give_lesson_files(uses, solutions)
-        report.notes += run_submission(nb, isolation, limit, cell_timeout)
         report.tests += judge_checks(master, nb, isolation, limit)
         isolation.kill_everything()
+        isolation.take_lesson_files_back()
         os.environ.clear()
         os.environ.update({**saved_env, **{k: v for k, v in isolation.env().items() if k.startswith("CRASHLAB_")},
                            "TMPDIR": str(isolation.scratch)})

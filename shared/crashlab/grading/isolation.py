@@ -110,6 +110,11 @@ class Isolation:
         if self.sandbox is not None:
             self.sandbox.own(self.workdir / "home")
 
+    def take_lesson_files_back(self) -> None:
+        if self.lesson_files is not None:
+            remove_scratch(self.lesson_files)
+            self.lesson_files = None
+
     @property
     def isolated(self) -> bool:
         return self.sandbox is not None

@@ -67,12 +67,10 @@ class Subject:
         req_read, self._req = os.pipe()
         self._rep, rep_write = os.pipe()
         env = sandboxes.child_env({k: v for k, v in os.environ.items() if k != "CRASHLAB_PRIVATE_DIR"})
-        # The checks' own scratch (``.crashlab/``: the earlier lessons' agents a check runs, the worlds' agent
-        # folders) is the master's, not the student's: the process running the student's code does not see it.
-        hidden = [workdir / ".crashlab", *([os.environ["CRASHLAB_LESSON_FILES"]]
-                                            if os.environ.get("CRASHLAB_LESSON_FILES") else [])]
-        for folder in hidden:
-            Path(folder).mkdir(parents=True, exist_ok=True)
+        # The earlier lessons' files that the checks run (as their masters write them; see
+        # crashlab.lesson.extract_lesson_files) are not the student's: the process running the student's code
+        # does not see them.
+        hidden = [os.environ["CRASHLAB_LESSON_FILES"]] if os.environ.get("CRASHLAB_LESSON_FILES") else []
         self._log = open(workdir / ".crashlab-subject.log", "ab")
         self.process = subprocess.Popen([sys.executable, "-m", "crashlab.grading.subject", str(req_read), str(rep_write)],
                                         cwd=workdir, env=env, pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL,
