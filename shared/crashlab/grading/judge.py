@@ -33,6 +33,7 @@ from pathlib import Path
 
 from crashlab import sandbox as sandboxes
 from crashlab.grading import references
+from crashlab.grading.answer_cells import load_answer_cells, why_undefined
 from crashlab.grading.remote import decode, dumps, encode
 from crashlab.grading.requirements import requirement_at
 
@@ -222,7 +223,8 @@ def remote_exception(error: dict) -> BaseException:
             setattr(exc, key, value)
         except (AttributeError, TypeError):
             pass
-    exc.__student__ = f"{error.get('mro', ['?'])[0].rpartition('.')[2]}: {error.get('message', '')}"
+    message = str(error.get("message", ""))
+    exc.__student__ = error.get("mro", ["?"])[0].rpartition(".")[2] + (f": {message}" if message else "")
     exc.__where__ = error.get("where", "")
     return exc
 
@@ -273,7 +275,7 @@ def feedback(exc: BaseException, source: str) -> str:
     student = getattr(exc, "__student__", None)
     if student:
         where = getattr(exc, "__where__", "")
-        return f"your code raised {student}" + (f" ({where})" if where else "")
+        return f"your code raised {student}" + (f" ({where})" if where and where not in student else "")
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<check>"]
     line = frames[-1].lineno if frames else None
     hidden = line in hidden_lines(source) if line else True
@@ -291,9 +293,6 @@ def feedback(exc: BaseException, source: str) -> str:
     return f"{type(exc).__name__}{about}: {message}"[:1500]
 
 
-NOTEBOOK_ANSWERS = "_notebook_answers"  # the module the grader makes of the answer cells that are not files
-
-
 def run_code(source: str, filename: str, namespace: dict) -> None:
     """Run a cell's code as the notebook would, top-level ``await`` included."""
     code = compile(source, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
@@ -308,8 +307,8 @@ class Checks:
     """The master's checks, run one after another in one namespace, as the notebook's cells would be:
     the given cells (the preamble) run once, before the first check that needs them."""
 
-    def __init__(self, workdir: Path, preamble: str, answer_names: list[str], timeout: float):
-        self.workdir, self.preamble, self.answer_names, self.timeout = workdir, preamble, answer_names, timeout
+    def __init__(self, workdir: Path, preamble: str, answer_cells: list[dict], timeout: float):
+        self.workdir, self.preamble, self.answer_cells, self.timeout = workdir, preamble, answer_cells, timeout
         self.namespace: dict = {"__name__": "__check__"}
         self.prepared = False
 
@@ -318,21 +317,21 @@ class Checks:
         finder.subject = subject = Subject(self.workdir, time.monotonic() + self.timeout)
         sys.meta_path.insert(0, finder)
         started = time.monotonic()
+        unbound: dict = {}
         try:
             if not self.prepared:
                 run_code(BASE_PREAMBLE, "<base>", self.namespace)
                 run_code(self.preamble, "<preamble>", self.namespace)  # the master's own given cells
                 self.prepared = True
-            if self.answer_names:  # answers written as cells, not files: proxies for the names they define
-                answers = importlib.import_module(NOTEBOOK_ANSWERS)
-                for name in self.answer_names:
-                    self.namespace[name] = getattr(answers, name)
+            # answers written as cells, not files: proxies for the names they define, each cell on its own
+            unbound = load_answer_cells(self.answer_cells, self.namespace)
             run_code(check["source"], "<check>", self.namespace)
             result = {"name": check["name"], "passed": True, "feedback": "passed"}
         except BaseException as exc:  # noqa: BLE001 -- any failure is a failed check, with words for why
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            result = {"name": check["name"], "passed": False, "feedback": feedback(exc, check["source"])}
+            words = why_undefined(exc, unbound, lambda error: feedback(error, "")) or feedback(exc, check["source"])
+            result = {"name": check["name"], "passed": False, "feedback": words}
         finally:
             sys.meta_path.remove(finder)
             finder.forget()
@@ -360,7 +359,7 @@ def main() -> None:
     os.chdir(workdir)
     sandboxes.become_subreaper()
     references.REFERENCES.update({gid: tuple(pair) for gid, pair in job.get("references", {}).items()})
-    checks = Checks(workdir, job.get("preamble", ""), job.get("answer_names", []), float(job.get("timeout", 300)))
+    checks = Checks(workdir, job.get("preamble", ""), job.get("answer_cells", []), float(job.get("timeout", 300)))
     try:
         for check in job["checks"]:
             out.write(json.dumps(checks.run(check)) + "\n")

@@ -1,0 +1,95 @@
+"""Fair by exercise: each exercise's answer cells load on their own.
+
+Lesson 8 is the lesson whose answers are cells rather than files. Each case starts from its master and
+changes one answer, is graded for real (isolated when root, as the grader runs by default), and must score
+exactly the points of the exercises it did not touch.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from crashlab.grading.answer_cells import module_name, write_answer_modules
+from crashlab.grading.grade import grade_notebook
+from crashlab.grading.notebooks import grade_id
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSON8 = "08_side_by_side.ipynb"
+MASTER = nbformat.read(ROOT / "solutions" / LESSON8, as_version=4)
+STUDENT = nbformat.read(ROOT / "course" / LESSON8, as_version=4)
+POINTS = {"ex1_predict_checks": 4, "ex2_diagnose_checks": 4, "ex3_self_check_checks": 3}
+
+
+def source_of(nb, gid: str) -> str:
+    return next(c for c in nb.cells if grade_id(c) == gid).source
+
+
+def master_with(**answers: str) -> nbformat.NotebookNode:
+    """The master with the answer cells named by grade id replaced."""
+    nb = copy.deepcopy(MASTER)
+    for gid, source in answers.items():
+        next(c for c in nb.cells if grade_id(c) == gid).source = source
+    return nb
+
+
+def grade(nb, folder: Path, **kwargs):
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LESSON8
+    nbformat.write(nb, path)
+    report = grade_notebook(path, **kwargs)
+    return report, {t.name: t for t in report.tests}
+
+
+def assert_only_lost(tests: dict, *lost: str) -> None:
+    """Every check not in ``lost`` has its full points; those in ``lost`` have none."""
+    assert set(tests) == set(POINTS)
+    for name, points in POINTS.items():
+        expected = 0 if name in lost else points
+        assert tests[name].score == expected, f"{name}: {tests[name].score}/{points}: {tests[name].output}"
+
+
+# --- each exercise's answer cells load on their own -------------------------------------------------------
+def test_exercise_3_left_as_given_costs_only_exercise_3(tmp_path):
+    report, tests = grade(master_with(ex3_self_check=source_of(STUDENT, "ex3_self_check")), tmp_path)
+    assert report.score == POINTS["ex1_predict_checks"] + POINTS["ex2_diagnose_checks"], str(report)
+    assert_only_lost(tests, "ex3_self_check_checks")
+    words = tests["ex3_self_check_checks"].output
+    assert "NotImplementedError" in words and "answer cell 'ex3_self_check', line 3" in words, words
+
+
+def test_a_syntax_error_costs_only_its_exercise_and_says_where(tmp_path):
+    broken = source_of(MASTER, "ex1_predict").replace('point.split(":", 1)', 'point.split(":", 1', 1)
+    assert broken != source_of(MASTER, "ex1_predict")
+    report, tests = grade(master_with(ex1_predict=broken), tmp_path)
+    assert_only_lost(tests, "ex1_predict_checks")
+    words = tests["ex1_predict_checks"].output
+    assert "SyntaxError" in words and "answer cell 'ex1_predict', line 3" in words, words
+    assert "NameError" not in words and module_name("ex1_predict") not in words and "/tmp" not in words, words
+
+
+def test_each_answer_cell_is_a_module_that_sees_the_given_imports_and_the_cells_before_it(tmp_path, monkeypatch):
+    """A helper written in one answer cell may be used in the next, as in the notebook."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    nb = master_with(ex1_predict="def helper():\n    return Path('x').name\n\n\n"
+                                 "def predict(agent, point):\n    return 1\n",
+                     ex2_diagnose="def diagnose(charges, runs):\n    return helper()\n")
+    cells = write_answer_modules(nb, MASTER, tmp_path)
+    assert [c["module"] for c in cells] == [module_name(g) for g in ("ex1_predict", "ex2_diagnose", "ex3_self_check")]
+    assert cells[0]["names"] == ["predict", "helper"] and cells[2]["names"] == ["my_answers"]
+    namespace: dict = {}
+    exec((tmp_path / f"{cells[1]['module']}.py").read_text(), namespace)  # noqa: S102 -- the grader's own module
+    assert namespace["diagnose"]([], []) == "x"
+    for name in [n for n in sys.modules if n.startswith(module_name(""))]:
+        monkeypatch.delitem(sys.modules, name)
+
+
+# --- the fair side --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("isolate", [None, False], ids=["isolated when root", "not isolated"])
+def test_the_master_scores_full_marks(isolate):
+    report = grade_notebook(ROOT / "solutions" / LESSON8, isolate=isolate)
+    assert report.score == report.max_score == sum(POINTS.values()), str(report)
