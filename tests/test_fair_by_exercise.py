@@ -1,4 +1,5 @@
-"""Fair by exercise: each exercise's answer cells load on their own.
+"""Fair by exercise: each exercise's answer cells load on their own, the objects the judge hands to student
+code keep the attributes the notebook shows.
 
 Lesson 8 is the lesson whose answers are cells rather than files. Each case starts from its master and
 changes one answer, is graded for real (isolated when root, as the grader runs by default), and must score
@@ -8,6 +9,9 @@ exactly the points of the exercises it did not touch.
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
+import json
 import sys
 from pathlib import Path
 
@@ -17,6 +21,8 @@ import pytest
 from crashlab.grading.answer_cells import module_name, write_answer_modules
 from crashlab.grading.grade import grade_notebook
 from crashlab.grading.notebooks import grade_id
+from crashlab.grading.remote import decode, encode
+from crashlab.harness.runs import ProcessRun
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON8 = "08_side_by_side.ipynb"
@@ -86,6 +92,54 @@ def test_each_answer_cell_is_a_module_that_sees_the_given_imports_and_the_cells_
     assert namespace["diagnose"]([], []) == "x"
     for name in [n for n in sys.modules if n.startswith(module_name(""))]:
         monkeypatch.delitem(sys.modules, name)
+
+
+# --- objects crossing to student code keep their properties ------------------------------------------------
+@dataclasses.dataclass
+class Timed:
+    started: float
+    ended: float
+
+    @property
+    def seconds(self) -> float:
+        return self.ended - self.started
+
+    @functools.cached_property
+    def minutes(self) -> float:
+        return self.seconds / 60
+
+    @property
+    def broken(self) -> float:
+        raise RuntimeError("not available")
+
+
+def test_a_dataclass_crosses_with_its_properties():
+    run = ProcessRun(pid=7, returncode=-9, started=1.0, ended=3.5, stdout="", stderr="")
+    crossed = decode(json.loads(json.dumps(encode([run], lambda v: {"$": "ref", "id": 0}))), lambda d: None)[0]
+    assert (crossed.pid, crossed.killed, crossed.seconds) == (7, True, 2.5)
+    timed = decode(encode(Timed(0.0, 120.0), lambda v: None), lambda d: None)
+    assert (timed.seconds, timed.minutes) == (120.0, 2.0) and not hasattr(timed, "broken")
+
+
+DIAGNOSE_WITH_PROPERTIES = '''def diagnose(charges: list[dict], runs: list) -> str:
+    first, second = charges[0], charges[1]
+    if first["pid"] == second["pid"]:
+        return "retry without a key"
+    if first["idempotency_key"] and second["idempotency_key"] and first["idempotency_key"] != second["idempotency_key"]:
+        return "fresh key per attempt"
+    by_pid = {run.pid: run for run in runs}
+    a, b = sorted((by_pid[first["pid"]], by_pid[second["pid"]]), key=lambda run: run.started)
+    if a.killed:
+        return "crash after the effect, no key"
+    if b.started < a.started + a.seconds:
+        return "concurrent workers"
+    return "crash after the effect, no key"
+'''
+
+
+def test_a_diagnose_that_reads_killed_and_seconds_scores_full_marks(tmp_path):
+    report, tests = grade(master_with(ex2_diagnose=DIAGNOSE_WITH_PROPERTIES), tmp_path)
+    assert report.score == report.max_score, str(report)
 
 
 # --- the fair side --------------------------------------------------------------------------------------------
