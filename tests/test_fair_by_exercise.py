@@ -1,5 +1,5 @@
 """Fair by exercise: each exercise's answer cells load on their own, the objects the judge hands to student
-code keep the attributes the notebook shows.
+code keep the attributes the notebook shows, and no library module confirms a graded answer.
 
 Lesson 8 is the lesson whose answers are cells rather than files. Each case starts from its master and
 changes one answer, is graded for real (isolated when root, as the grader runs by default), and must score
@@ -18,11 +18,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from crashlab import interview
 from crashlab.grading.answer_cells import module_name, write_answer_modules
 from crashlab.grading.grade import grade_notebook
 from crashlab.grading.notebooks import grade_id
+from crashlab.grading.references import reference_value
 from crashlab.grading.remote import decode, encode
 from crashlab.harness.runs import ProcessRun
+from master_files import master_value
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON8 = "08_side_by_side.ipynb"
@@ -140,6 +143,58 @@ DIAGNOSE_WITH_PROPERTIES = '''def diagnose(charges: list[dict], runs: list) -> s
 def test_a_diagnose_that_reads_killed_and_seconds_scores_full_marks(tmp_path):
     report, tests = grade(master_with(ex2_diagnose=DIAGNOSE_WITH_PROPERTIES), tmp_path)
     assert report.score == report.max_score, str(report)
+
+
+# --- no oracle in the library ------------------------------------------------------------------------------
+def key() -> dict[str, str]:
+    return master_value(ROOT / "solutions" / LESSON8, "ex3_self_check", "my_answers")
+
+
+def test_the_library_cannot_tell_a_graded_answer_from_a_wrong_one():
+    graded = [q for q in interview.BANK if q.qid not in interview.PRACTICE]
+    assert graded and set(interview.PRACTICE) and {q.lesson for q in interview.BANK if q.qid in interview.PRACTICE} \
+        == {q.lesson for q in interview.BANK}
+    for q in graded:
+        assert q.answer_hash is None, q.qid
+        assert [interview.check({q.qid: letter})[q.qid] for letter in "ABCabc"] == [None] * 6, q.qid
+    assert reference_value("ex3_self_check", "my_answers") is None, "outside grading nothing holds the key"
+
+
+def test_the_practice_questions_check_against_the_masters_key():
+    right = key()
+    for qid in interview.PRACTICE:
+        assert interview.check({qid: right[qid]}) == {qid: True}
+        assert [interview.check({qid: letter})[qid] for letter in "ABC"].count(True) == 1, qid
+
+
+# Asks the library about every choice, and hashes every choice as the library's source does.
+BRUTE_FORCE = '''import hashlib
+from crashlab import interview
+
+my_answers = {}
+for q in interview.BANK:
+    told = [letter for letter in "ABC" if interview.check({q.qid: letter})[q.qid]]
+    hashed = [letter for letter in "ABC" if q.answer_hash
+              == hashlib.sha256(f"crashlab-interview:{q.qid}:{letter}".encode()).hexdigest()[:16]]
+    my_answers[q.qid] = (told or hashed or ["A"])[0]
+'''
+
+
+def test_a_notebook_that_tries_every_choice_scores_only_its_honest_points(tmp_path):
+    report, tests = grade(master_with(ex3_self_check=BRUTE_FORCE), tmp_path)
+    assert_only_lost(tests, "ex3_self_check_checks")
+    words = tests["ex3_self_check_checks"].output
+    assert "letters are not the strong answer" in words and "q0" not in words, words
+
+
+def test_a_right_answer_in_other_letters_case_scores_full_and_one_wrong_letter_scores_zero(tmp_path):
+    right = {qid: letter.lower() for qid, letter in key().items()}
+    one_wrong = {**key(), "q02": next(letter for letter in "ABC" if letter != key()["q02"])}
+    report, tests = grade(master_with(ex3_self_check=f"my_answers = {right!r}\n"), tmp_path / "right")
+    assert report.score == report.max_score, str(report)
+    report, tests = grade(master_with(ex3_self_check=f"my_answers = {one_wrong!r}\n"), tmp_path / "wrong")
+    assert_only_lost(tests, "ex3_self_check_checks")
+    assert f"1 of the {len(key())} letters" in tests["ex3_self_check_checks"].output
 
 
 # --- the fair side --------------------------------------------------------------------------------------------
