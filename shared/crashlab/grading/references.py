@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from crashlab import sandbox as sandboxes
+from crashlab.grading.answer_cells import answer_cell
 
 # grade_id -> (file name, text), the file name None for a cell that is not a file: set by the judge from its
 # job; empty outside grading.
@@ -37,11 +38,10 @@ def master_answers(master, grade_ids) -> dict[str, tuple[str | None, str]]:
     answers = {}
     for gid in grade_ids:
         cell = cells.get(gid)
-        meta = cell.metadata.get("nbgrader", {}) if cell is not None else {}
         first, _, body = (cell.source if cell is not None else "").partition("\n")
         if first.startswith("%%writefile "):
             name = first.split(maxsplit=1)[1].strip()
-        elif meta.get("solution") and not first.lstrip().startswith("%"):
+        elif cell is not None and answer_cell(cell):
             name, body = None, cell.source
         else:
             raise ValueError(f"the master has no %%writefile answer cell {gid!r}, nor a plain answer cell of that id")
