@@ -115,6 +115,10 @@ class Timed:
     def broken(self) -> float:
         raise RuntimeError("not available")
 
+    @property
+    def later(self) -> Timed:  # a new record on every read, without end
+        return Timed(self.ended, self.ended + 1)
+
 
 def test_a_dataclass_crosses_with_its_properties():
     run = ProcessRun(pid=7, returncode=-9, started=1.0, ended=3.5, stdout="", stderr="")
@@ -122,6 +126,10 @@ def test_a_dataclass_crosses_with_its_properties():
     assert (crossed.pid, crossed.killed, crossed.seconds) == (7, True, 2.5)
     timed = decode(encode(Timed(0.0, 120.0), lambda v: None), lambda d: None)
     assert (timed.seconds, timed.minutes) == (120.0, 2.0) and not hasattr(timed, "broken")
+    assert timed.later.later.seconds == 1.0
+    refs = []
+    encode(Timed(0.0, 1.0), lambda v: refs.append(v) or {"$": "ref", "id": len(refs)})
+    assert len(refs) == 1 and type(refs[0]) is Timed, "the endless chain ends in a reference"
 
 
 DIAGNOSE_WITH_PROPERTIES = '''def diagnose(charges: list[dict], runs: list) -> str:

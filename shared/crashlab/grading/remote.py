@@ -24,13 +24,15 @@ from pathlib import PurePath
 from types import SimpleNamespace
 
 PRIMITIVES = (str, int, float, bool, type(None))
+MAX_DEPTH = 64  # containers inside containers; deeper ones cross as references
 
 
 def encode(value, refs, within: tuple[int, ...] = ()) -> object:
-    """``refs(value) -> dict`` makes a reference for anything that is not plain data. ``within``: the records
-    being encoded around this value, so a record that holds itself becomes a reference, not a loop."""
+    """``refs(value) -> dict`` makes a reference for anything that is not plain data. ``within``: the containers
+    being encoded around this value, so one that holds itself -- or a property that makes a new record on every
+    read, without end -- becomes a reference, not a loop."""
     if isinstance(value, (list, tuple, dict)) or dataclasses.is_dataclass(value):
-        if id(value) in within:
+        if id(value) in within or len(within) >= MAX_DEPTH:
             return refs(value)
         within = (*within, id(value))
     if isinstance(value, bool) or value is None or type(value) in (str, int, float):
