@@ -1,8 +1,11 @@
 """The interview question bank: what a weak answer sounds like, what a strong one says, the follow-up
 to expect, and a multiple-choice self-check per question.
 
-Self-check answers are stored as salted hashes, so the bank can be imported by a learner's notebook
-without printing its own answer key; :func:`check` tells right from wrong.
+Most questions are graded (lesson 8's exercise 3): their letters are not in the library at all, in any form,
+because anything a notebook can import that tells right from wrong lets it try every choice until it is told
+"right". Their key is the master's answer cell, which only the grader's judge is handed. The practice
+questions (:data:`PRACTICE`, one per lesson) are not graded, and keep a salted hash of their letter, so a
+learner can check them (:func:`check`) without the key being printed in plain sight.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ class Question:
     strong: str
     follow_up: str
     choices: tuple[str, ...]
-    answer_hash: str
+    answer_hash: str | None  # None for a graded question: only the master knows its letter
 
     def show(self) -> str:
         options = "\n".join(f"  {letter}) {text}" for letter, text in zip("ABCD", self.choices))
@@ -35,8 +38,12 @@ def _hash(qid: str, letter: str) -> str:
     return hashlib.sha256(f"crashlab-interview:{qid}:{letter.upper()}".encode()).hexdigest()[:16]
 
 
+GRADED = None  # in place of the letter: a graded question
+
+
 def _q(qid, lesson, question, weak, strong, follow_up, choices, right):
-    return Question(qid, lesson, question, weak, strong, follow_up, tuple(choices), _hash(qid, right))
+    return Question(qid, lesson, question, weak, strong, follow_up, tuple(choices),
+                    None if right is GRADED else _hash(qid, right))
 
 
 BANK: tuple[Question, ...] = (
@@ -54,21 +61,21 @@ BANK: tuple[Question, ...] = (
        "asks again, and repeats the effect. Logging earlier moves the window, it cannot close it.",
        "How would you close that window? (Idempotency at the tool or the service.)",
        ["Between the effect and the log write", "Nowhere, as long as the log is fsynced after every line",
-        "Only when two workers run the same order at once"], "A"),
+        "Only when two workers run the same order at once"], GRADED),
     _q("q03", "1", "Why log the model's decision before running the tool?",
        "So the log is more complete.",
        "So a crash between the decision and the effect does not cost the model call again: the resume finds the "
        "decided tool call in the log and runs it without asking. The only repeat left is an answer that died in flight.",
        "Which crash point still repeats a model call, and why can no engine avoid it?",
        ["So the tool call is guaranteed to run exactly once", "So the resume runs the logged decision instead of asking again",
-        "So the model sees its earlier decision in the prompt"], "B"),
+        "So the model sees its earlier decision in the prompt"], GRADED),
     _q("q04", "1", "The last line of your JSONL log is half a record after a crash. What should the reader do?",
        "Skip lines that fail to parse.",
        "Drop only the unterminated tail: a record exists once its newline is durable. Damage to a complete line "
        "earlier in the file cannot come from a torn append, so it is an error that names the file and line.",
        "Why is silently skipping every unreadable line dangerous?",
        ["Drop the torn last line, fail loudly on damage elsewhere", "Truncate the file at the first line that does not parse",
-        "Skip any line that does not parse"], "A"),
+        "Skip any line that does not parse"], GRADED),
     _q("q05", "2", "How do you make sure an agent never charges a card twice across a crash?",
        "Check whether we already charged before charging.",
        "Send every charge with an idempotency key derived from the durable identity of the work (order or workflow "
@@ -84,28 +91,28 @@ BANK: tuple[Question, ...] = (
        "of the same step (a uuid made once and saved durably before the first attempt would do).",
        "Where would you compute and store the key so that it survives a crash?",
        ["uuid4 values can collide under load", "Every attempt gets a new key, so a retry looks like a new request",
-        "The provider keeps keys only for a few seconds"], "B"),
+        "The provider keeps keys only for a few seconds"], GRADED),
     _q("q07", "2", "A charge request timed out. Did the charge happen?",
        "No, it failed.",
        "Unknown: the service may have committed and lost the reply. The safe move is to retry the same request with "
        "the same idempotency key; the provider returns the first result if it did commit.",
        "Which errors are retryable and which are not? (No reply, 409 and 5xx versus a 400.)",
        ["Unknown; retry with the same key", "No: a timeout means the provider rolled it back",
-        "Unknown; ask the model whether to retry"], "A"),
+        "Unknown; ask the model whether to retry"], GRADED),
     _q("q08", "2", "Why should a provider reject the same key with different parameters?",
        "It should just replay the first response.",
        "A key reused for a different request is a bug; replaying would silently return the wrong charge, charging "
        "again would defeat the key. An error makes the bug loud.",
        "What parameters would you include in the request fingerprint?",
        ["It should not: replaying the first response is always safe", "Because replaying a different request's result would hide a bug",
-        "It should charge the new amount and refund the old one"], "B"),
+        "It should charge the new amount and refund the old one"], GRADED),
     _q("q09", "2", "Two workers resume the same order at once. What goes wrong with a read-check-write JSON ledger?",
        "Nothing, they both check the ledger first.",
        "Both read before either writes, both see no record, both act. The check and the write must be one atomic "
        "step: a UNIQUE key with INSERT ... ON CONFLICT DO NOTHING and a row-count check, or a lock per order.",
        "And what does the ledger do if its owner dies between the effect and recording it?",
        ["Both may act, because check and write are separate steps", "Nothing, as long as each write is fsynced",
-        "Nothing, as long as the file is rewritten atomically with a rename"], "A"),
+        "Nothing, as long as the file is rewritten atomically with a rename"], GRADED),
     _q("q10", "3", "Is a LangGraph checkpointer the same as durable execution?",
        "Yes, it saves the state after each step.",
        "Checkpoints are written at node boundaries; a crash inside a node re-runs the node on resume. Wrap each side "
@@ -119,7 +126,7 @@ BANK: tuple[Question, ...] = (
        "The checkpoints.",
        "Nothing: in-memory checkpoints live in the process. Durability needs a persistent backend (SQLite, Postgres).",
        "How do you resume a thread from another process?",
-       ["Everything up to the last finished node", "Nothing", "The pending writes, but not the checkpoints"], "B"),
+       ["Everything up to the last finished node", "Nothing", "The pending writes, but not the checkpoints"], GRADED),
     _q("q12", "4", "A DBOS step charges a card. Is the charge exactly once?",
        "Yes, DBOS guarantees exactly once.",
        "The step's result is recorded once it returns, so a completed step is not re-run; a step interrupted mid-way "
@@ -149,7 +156,7 @@ BANK: tuple[Question, ...] = (
        "What do you trade away with short timeouts?",
        ["Turn off the workflow cache: it is the cause of the wait",
         "The activity timeout and the sticky queue's timeout decide when work moves",
-        "The new worker must download and replay the history first, which takes seconds"], "B"),
+        "The new worker must download and replay the history first, which takes seconds"], GRADED),
     _q("q15", "5", "How does an agent wait days for a human's approval without holding a process?",
        "A loop with sleep.",
        "A durable wait the engine records: a Temporal signal with workflow.wait_condition(timeout=...) (the timer is "
@@ -158,7 +165,7 @@ BANK: tuple[Question, ...] = (
        "Command(resume=...) -- which has no timeout and needs your own process or scheduler to resume the thread.",
        "What happens when the timeout fires, and who runs the code after it on each engine?",
        ["A worker thread sleeps until the approval arrives", "Poll the approvals table every minute from the agent",
-        "A durable wait on a message with a timeout, recorded by the engine"], "C"),
+        "A durable wait on a message with a timeout, recorded by the engine"], GRADED),
     _q("q16", "8", "Our booking agent sometimes reserves the same hotel twice. How do you debug it?",
        "Add more logging to the agent.",
        "Start from the provider's records for the order: two reservations with no key or different keys mean a "
@@ -175,7 +182,7 @@ BANK: tuple[Question, ...] = (
        "fsync floor on your machine.",
        "When would you still pick the lightest engine?",
        ["It dominates run time, so batch steps together", "It is small next to model latency",
-        "It matters only with Postgres"], "B"),
+        "It matters only with Postgres"], GRADED),
     _q("q18", "7", "The card is charged, then SKU-772 turns out to be out of stock for good. What should the agent do?",
        "Keep retrying the reservation.",
        "Compensate: the code, not the model, runs the undo steps for what succeeded -- refund the charge, tell the "
@@ -192,7 +199,8 @@ BANK: tuple[Question, ...] = (
        "before charging again after a long pause, or take the payment after the wait, not before.",
        "Which of your keys outlive the provider's key lifetime, and how would the harness show it?",
        ["Yes: an idempotency key protects for ever", "No: make a fresh key after a day so the provider accepts it",
-        "Not after the provider's key lifetime (about a day): record the outcome and look it up before re-charging"], "C"),
+        "Not after the provider's key lifetime (about a day): record the outcome and look it up before re-charging"],
+       GRADED),
     _q("q20", "5", "A partitioned worker's activity timed out and was retried elsewhere, but the first attempt is "
                    "still running. What protects the customer?",
        "Temporal kills the old attempt.",
@@ -202,7 +210,7 @@ BANK: tuple[Question, ...] = (
        "Why is the attempt number the wrong thing to put in the key?",
        ["The server kills the first attempt before retrying",
         "The same key on every attempt, so whichever lands second is deduplicated",
-        "A key that includes the attempt number, so each attempt is traceable"], "B"),
+        "A key that includes the attempt number, so each attempt is traceable"], GRADED),
     _q("q21", "5", "A Temporal agent runs thousands of turns in one workflow. What breaks, and what do you do?",
        "Nothing, the history is unlimited.",
        "The event history has limits (warnings at 10k events, termination around 50k events or 50 MB) and every "
@@ -211,7 +219,7 @@ BANK: tuple[Question, ...] = (
        "new run must deduplicate against the old one.",
        "Which state do you carry over, and what happens to a signal sent during the switch?",
        ["Nothing breaks: histories have no limit", "Give the worker a bigger cache",
-        "Continue-as-new with the state carried over, and keys that survive the new run id"], "C"),
+        "Continue-as-new with the state carried over, and keys that survive the new run id"], GRADED),
     _q("q22", "4", "You reorder two steps of the workflow while 200 orders are mid-flight. What happens?",
        "They pick up the new code.",
        "A recovering run replays its recorded steps against the code: a changed order no longer matches. Temporal "
@@ -222,7 +230,7 @@ BANK: tuple[Question, ...] = (
        "How would you test the change against real histories before the deploy?",
        ["In-flight runs switch to the new code safely at their next step",
         "Runs replay against the new code and break unless the change is versioned or patched",
-        "Nothing, as long as the function names stay the same"], "B"),
+        "Nothing, as long as the function names stay the same"], GRADED),
     _q("q23", "3", "The model answers with two tool_use blocks in one reply. What must a durable agent do?",
        "Run the first one.",
        "Answer every block: each runs as its own recorded step with its own key (the tool_use id or turn and index), "
@@ -230,7 +238,7 @@ BANK: tuple[Question, ...] = (
        "return the first one's result. Or ask for one call per turn (disable_parallel_tool_use).",
        "What if one of the two calls fails permanently and the other succeeded?",
        ["Run the first block and ignore the rest", "Run both under one key for the turn",
-        "Run each as its own recorded, keyed step and return a result for every block"], "C"),
+        "Run each as its own recorded, keyed step and return a result for every block"], GRADED),
     _q("q24", "2", "After a crash in the after:model window the model is asked again and now wants to charge "
                    "$59.99, not $49.99, under the same order-and-step key. What happens?",
        "The key deduplicates it, so nothing.",
@@ -239,7 +247,7 @@ BANK: tuple[Question, ...] = (
        "rarely asked again, and validate tool arguments against the order.",
        "Why is a model that answers differently the second time normal, and where else does it bite?",
        ["The second charge goes through and the first is refunded", "The provider refuses: same key, different request",
-        "The provider silently returns the first charge, which is what you want"], "B"),
+        "The provider silently returns the first charge, which is what you want"], GRADED),
     _q("q25", "1", "Your log calls fsync after every line. Does killing the process with SIGKILL test that?",
        "Yes, a kill is a crash.",
        "No: a killed process's writes already sit in the kernel's page cache and survive it. fsync matters only when "
@@ -247,7 +255,7 @@ BANK: tuple[Question, ...] = (
        "fault-injecting block device.",
        "What does a SIGKILL test prove, then, and what does it not?",
        ["No: the page cache survives a killed process; fsync matters for a machine crash",
-        "Yes: without fsync the last line is always lost", "Yes, if the kill comes between write and fsync"], "A"),
+        "Yes: without fsync the last line is always lost", "Yes, if the kill comes between write and fsync"], GRADED),
     _q("q26", "6", "Restate calls your service; a Temporal worker asks the server for work. Why does that matter "
                    "when the process dies?",
        "It does not: both retry.",
@@ -270,7 +278,7 @@ BANK: tuple[Question, ...] = (
        "What would a shared (read-only) handler on the same object be allowed to do?",
        ["Each resumer takes a row lock in the provider's database before charging",
         "The server queues calls per key: one exclusive invocation per order, the second attaches to it",
-        "The second resumer's charge fails, and the model is asked what to do"], "B"),
+        "The second resumer's charge fails, and the model is asked what to do"], GRADED),
     _q("q28", "6", "A Restate order waits two days for a human's approval. What holds the wait?",
        "The handler's process sleeps until the approval comes.",
        "An awakeable: the handler records it in the journal and the invocation suspends; the endpoint can be stopped "
@@ -279,7 +287,7 @@ BANK: tuple[Question, ...] = (
        "How would you add a deadline to that wait, and who runs the code after it?",
        ["A journaled awakeable: the invocation suspends and no process is held",
         "A polling loop in the handler that checks an approvals table",
-        "An asyncio.sleep in the handler, made durable because Restate journals it"], "A"),
+        "An asyncio.sleep in the handler, made durable because Restate journals it"], GRADED),
     _q("q29", "6", "You deploy a new version of the Restate order handler while orders are mid-flight. What happens "
                    "to them?",
        "They switch to the new code at their next step.",
@@ -289,14 +297,19 @@ BANK: tuple[Question, ...] = (
        "How would you know when the old deployment can be removed?",
        ["In-flight invocations move to the newest deployment and replay against the new code",
         "They fail with a nondeterminism error unless patched",
-        "They finish on the deployment they started on, which must keep serving until they drain"], "C"),
+        "They finish on the deployment they started on, which must keep serving until they drain"], GRADED),
 )
 
 
-def check(answers: dict[str, str]) -> dict[str, bool]:
-    """Which of ``answers`` ({qid: letter}) are right. Unknown ids raise, so a typo is not a silent miss."""
+PRACTICE: tuple[str, ...] = tuple(q.qid for q in BANK if q.answer_hash is not None)
+
+
+def check(answers: dict[str, str]) -> dict[str, bool | None]:
+    """Which of ``answers`` ({qid: letter}) are right: True or False for a practice question, None for a
+    graded one (the library cannot tell; grading does). Unknown ids raise, so a typo is not a silent miss."""
     by_id = {q.qid: q for q in BANK}
     unknown = sorted(set(answers) - set(by_id))
     if unknown:
         raise KeyError(f"no such question(s): {unknown}")
-    return {qid: _hash(qid, str(letter)) == by_id[qid].answer_hash for qid, letter in answers.items()}
+    return {qid: None if by_id[qid].answer_hash is None else _hash(qid, str(letter)) == by_id[qid].answer_hash
+            for qid, letter in answers.items()}

@@ -11,60 +11,25 @@ import subprocess
 import sys
 from pathlib import Path
 
-from crashlab.grading.isolation import Deadline, Isolation, write_new_file
-from crashlab.grading.judge import NOTEBOOK_ANSWERS
+from crashlab.grading.answer_cells import write_answer_modules
+from crashlab.grading.isolation import Deadline, Isolation
 from crashlab.grading.references import copy_on_answers, lesson_references
-from crashlab.grading.notebooks import grade_id, is_answer_cell, is_test_cell, nbgrader_meta, written_files
+from crashlab.grading.notebooks import grade_id, is_test_cell, nbgrader_meta, written_files
 from crashlab.grading.report import TestResult
 
 JUDGE_SETUP_TAG = "judge-setup"
-
-
-def notebook_answers(submission, master, workdir: Path) -> list[str]:
-    """Answers written as cells rather than files (``def predict(...)`` in lesson 8): the grader puts
-    them in a module of the student's -- after the imports of the notebook's given cells, which they may
-    use -- and the judge calls it across the boundary like any other. Returns the names those cells
-    define; a cell that is not plain Python is left out."""
-    import ast
-
-    imports = []
-    for cell in master.cells:
-        if cell.cell_type == "code" and not is_answer_cell(cell) and not cell.source.lstrip().startswith("%"):
-            try:
-                tree = ast.parse(cell.source)
-            except SyntaxError:
-                continue
-            imports += [ast.unparse(node) for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
-    sources, names = ["\n".join(dict.fromkeys(imports))], []
-    for cell in submission.cells:
-        if cell.cell_type != "code" or not is_answer_cell(cell) or cell.source.lstrip().startswith("%"):
-            continue
-        try:
-            tree = ast.parse(cell.source)
-        except SyntaxError:
-            continue
-        sources.append(cell.source)
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.append(node.name)
-            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                names += [t.id for t in targets if isinstance(t, ast.Name)]
-    if names:
-        write_new_file(workdir / f"{NOTEBOOK_ANSWERS}.py", "\n\n".join(sources) + "\n")
-    return list(dict.fromkeys(names))
 
 
 def judge_checks(master, submission, isolation: Isolation, deadline: Deadline) -> list[TestResult]:
     tests = [c for c in master.cells if c.cell_type == "code" and is_test_cell(c)]
     if not tests:
         return []
-    answer_names = notebook_answers(submission, master, isolation.workdir)
+    answer_cells = write_answer_modules(submission, master, isolation.workdir)
     preamble = "\n".join(c.source for c in master.cells
                          if c.cell_type == "code" and JUDGE_SETUP_TAG in c.metadata.get("tags", []))
     job = {"workdir": str(isolation.workdir), "preamble": preamble,
            "timeout": float(master.metadata.get("crashlab", {}).get("check_timeout", 240)),
-           "checks": [{"name": grade_id(c), "source": c.source} for c in tests], "answer_names": answer_names,
+           "checks": [{"name": grade_id(c), "source": c.source} for c in tests], "answer_cells": answer_cells,
            "student_modules": sorted(name[:-3] for name in written_files(master) if name.endswith(".py")),
            "references": lesson_references(master)}
     env = isolation.env()

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from crashlab import sandbox as sandboxes
 from crashlab.grading import references
+from crashlab.grading.answer_cells import load_answer_cells, why_undefined
 from crashlab.grading.remote import decode, dumps, encode
 from crashlab.grading.requirements import requirement_at
 
@@ -228,8 +229,8 @@ def remote_exception(error: dict) -> BaseException:
         except (AttributeError, TypeError):
             pass
     # The student's words come back bounded (shortened at a word): feedback is no channel to carry files out.
-    said = textwrap.shorten(str(error.get("message", "")), width=300, placeholder=" [...]")
-    exc.__student__ = f"{error.get('mro', ['?'])[0].rpartition('.')[2]}: {said}"
+    message = textwrap.shorten(str(error.get("message", "")), width=300, placeholder=" [...]")
+    exc.__student__ = error.get("mro", ["?"])[0].rpartition(".")[2] + (f": {message}" if message else "")
     exc.__where__ = error.get("where", "")
     return exc
 
@@ -285,7 +286,7 @@ def feedback(exc: BaseException, source: str) -> str:
     student = getattr(exc, "__student__", None)
     if student:
         where = getattr(exc, "__where__", "")
-        return f"your code raised {student}" + (f" ({where})" if where else "")
+        return f"your code raised {student}" + (f" ({where})" if where and where not in student else "")
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<check>"]
     line = frames[-1].lineno if frames else None
     hidden = line in hidden_lines(source) if line else True
@@ -303,9 +304,6 @@ def feedback(exc: BaseException, source: str) -> str:
     return f"{type(exc).__name__}{about}: {message}"[:1500]
 
 
-NOTEBOOK_ANSWERS = "_notebook_answers"  # the module the grader makes of the answer cells that are not files
-
-
 def run_code(source: str, filename: str, namespace: dict) -> None:
     """Run a cell's code as the notebook would, top-level ``await`` included."""
     code = compile(source, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
@@ -320,10 +318,10 @@ class Checks:
     """The master's checks, run one after another in one namespace, as the notebook's cells would be:
     the given cells (the preamble) run once, before the first check that needs them."""
 
-    def __init__(self, workdir: Path, preamble: str, answer_names: list[str], timeout: float,
+    def __init__(self, workdir: Path, preamble: str, answer_cells: list[dict], timeout: float,
                  student_modules: list[str] = ()):
-        self.workdir, self.preamble, self.answer_names, self.timeout = workdir, preamble, answer_names, timeout
-        self.student_modules = set(student_modules) | ({NOTEBOOK_ANSWERS} if answer_names else set())
+        self.workdir, self.preamble, self.answer_cells, self.timeout = workdir, preamble, answer_cells, timeout
+        self.student_modules = {*student_modules, *(str(cell["module"]) for cell in answer_cells)}
         self.namespace: dict = {"__name__": "__check__"}
         # The library and the SDKs the checks use are imported before any finder of the student's is in place.
         run_code(BASE_PREAMBLE, "<base>", self.namespace)
@@ -334,20 +332,20 @@ class Checks:
         finder.subject = subject = Subject(self.workdir, time.monotonic() + self.timeout)
         sys.meta_path.insert(0, finder)
         started = time.monotonic()
+        unbound: dict = {}
         try:
             if not self.prepared:
                 run_code(self.preamble, "<preamble>", self.namespace)  # the master's own given cells
                 self.prepared = True
-            if self.answer_names:  # answers written as cells, not files: proxies for the names they define
-                answers = importlib.import_module(NOTEBOOK_ANSWERS)
-                for name in self.answer_names:
-                    self.namespace[name] = getattr(answers, name)
+            # answers written as cells, not files: proxies for the names they define, each cell on its own
+            unbound = load_answer_cells(self.answer_cells, self.namespace)
             run_code(check["source"], "<check>", self.namespace)
             result = {"name": check["name"], "passed": True, "feedback": "passed"}
         except BaseException as exc:  # noqa: BLE001 -- any failure is a failed check, with words for why
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            result = {"name": check["name"], "passed": False, "feedback": feedback(exc, check["source"])}
+            words = why_undefined(exc, unbound, lambda error: feedback(error, "")) or feedback(exc, check["source"])
+            result = {"name": check["name"], "passed": False, "feedback": words}
         finally:
             sys.meta_path.remove(finder)
             finder.forget()
@@ -375,7 +373,7 @@ def main() -> None:
     os.chdir(workdir)
     sandboxes.become_subreaper()
     references.REFERENCES.update({gid: tuple(pair) for gid, pair in job.get("references", {}).items()})
-    checks = Checks(workdir, job.get("preamble", ""), job.get("answer_names", []), float(job.get("timeout", 300)),
+    checks = Checks(workdir, job.get("preamble", ""), job.get("answer_cells", []), float(job.get("timeout", 300)),
                     job.get("student_modules", []))
     try:
         for check in job["checks"]:

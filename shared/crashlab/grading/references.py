@@ -9,6 +9,10 @@ The master's answers reach only the trusted judge (in its job, on stdin) and the
 after the earlier exercise has been judged, so the student's code of that exercise never runs beside it.
 Outside grading -- the learner's own kernel, a master executed by its author -- there are no references and
 the agent runs as it is.
+
+An answer that is a cell's names rather than a file (lesson 8's self-check letters) is a key the same way:
+the judge holds it (:func:`reference_value`) and no library module does, so nothing a notebook can import
+confirms a graded answer.
 """
 
 from __future__ import annotations
@@ -19,23 +23,30 @@ import tempfile
 from pathlib import Path
 
 from crashlab import sandbox as sandboxes
+from crashlab.grading.answer_cells import answer_cell
 
-# grade_id -> (file name, text): set by the judge from its job; empty outside grading.
-REFERENCES: dict[str, tuple[str, str]] = {}
+# grade_id -> (file name, text), the file name None for a cell that is not a file: set by the judge from its
+# job; empty outside grading.
+REFERENCES: dict[str, tuple[str | None, str]] = {}
 SOLUTION_MARKERS = ("# BEGIN SOLUTION", "# END SOLUTION", "### BEGIN SOLUTION", "### END SOLUTION")
 
 
-def master_answers(master, grade_ids) -> dict[str, tuple[str, str]]:
-    """The files that the master's ``%%writefile`` answer cells named by ``grade_ids`` write."""
+def master_answers(master, grade_ids) -> dict[str, tuple[str | None, str]]:
+    """The master's answer cells named by ``grade_ids``, without their solution markers: for a ``%%writefile``
+    cell the file it writes and its text, for a cell of plain Python None and its source."""
     cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in master.cells}
     answers = {}
     for gid in grade_ids:
         cell = cells.get(gid)
         first, _, body = (cell.source if cell is not None else "").partition("\n")
-        if not first.startswith("%%writefile "):
-            raise ValueError(f"the master has no %%writefile answer cell {gid!r}")
+        if first.startswith("%%writefile "):
+            name = first.split(maxsplit=1)[1].strip()
+        elif cell is not None and answer_cell(cell):
+            name, body = None, cell.source
+        else:
+            raise ValueError(f"the master has no %%writefile answer cell {gid!r}, nor a plain answer cell of that id")
         text = "\n".join(line for line in body.splitlines() if line.strip() not in SOLUTION_MARKERS)
-        answers[gid] = (first.split(maxsplit=1)[1].strip(), text + "\n")
+        answers[gid] = (name, text + "\n")
     return answers
 
 
@@ -62,7 +73,8 @@ def copy_on_answers(agent: Path, answers: dict[str, tuple[str, str]]) -> Path:
             if stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                 (folder / source.name).write_bytes(f.read(1 << 22))
     for name, text in answers.values():
-        (folder / name).write_text(text)
+        if name is not None:  # a cell's names are not a file of the agent's
+            (folder / name).write_text(text)
     sandboxes.give(folder)
     return folder / agent.name
 
@@ -70,6 +82,18 @@ def copy_on_answers(agent: Path, answers: dict[str, tuple[str, str]]) -> Path:
 def on_reference_answers(agent: str | Path) -> Path:
     """``agent`` as the checks should run it: while grading, a copy that uses the master's answers to the
     exercises it builds on (see the module's docstring); otherwise ``agent`` itself."""
-    if not REFERENCES:
+    files = {gid: answer for gid, answer in REFERENCES.items() if answer[0] is not None}
+    if not files:
         return Path(agent)
-    return copy_on_answers(Path(agent), REFERENCES)
+    return copy_on_answers(Path(agent), files)
+
+
+def reference_value(gid: str, name: str):
+    """While grading, in the judge: the value ``name`` has after the master's answer cell ``gid`` runs on its
+    own (lesson 8's self-check letters), for a check to compare the student's with. None outside grading,
+    where no process holds the key -- there the master's own run is the answer, and nothing to compare."""
+    if gid not in REFERENCES:
+        return None
+    namespace: dict = {"__name__": "__reference__"}
+    exec(compile(REFERENCES[gid][1], f"the master's {gid}", "exec"), namespace)  # noqa: S102 -- the master's own cell
+    return namespace[name]

@@ -10,38 +10,62 @@ functions return -- as any answer can -- but cannot change how the judge compare
 The encoding tags every non-JSON value: ``{"$": "tuple", "v": [...]}``, ``{"$": "dict", "v": [[k, v],
 ...]}``, ``{"$": "path", "v": "..."}``, ``{"$": "ref", "id": 3, "type": "SqliteLedger"}``,
 ``{"$": "class", "mro": [...]}``, ``{"$": "record", "type": "ProcessRun", "v": {...}}`` (a dataclass,
-which arrives as an object with the same attributes) and, from the judge only, ``{"$": "callback", "id": 1}`` (a function of
-the judge's that the subject may call back, with plain data).
+which arrives as an object with the same attributes: its fields and the values of its properties, such as
+``ProcessRun.killed``, which the notebooks show the learner reading like fields) and, from the judge only,
+``{"$": "callback", "id": 1}`` (a function of the judge's that the subject may call back, with plain data).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from pathlib import PurePath
 from types import SimpleNamespace
 
 PRIMITIVES = (str, int, float, bool, type(None))
+MAX_DEPTH = 64  # containers inside containers; deeper ones cross as references
 
 
-def encode(value, refs) -> object:
-    """``refs(value) -> dict`` makes a reference for anything that is not plain data."""
+def encode(value, refs, within: tuple[int, ...] = ()) -> object:
+    """``refs(value) -> dict`` makes a reference for anything that is not plain data. ``within``: the containers
+    being encoded around this value, so one that holds itself -- or a property that makes a new record on every
+    read, without end -- becomes a reference, not a loop."""
+    if isinstance(value, (list, tuple, dict)) or dataclasses.is_dataclass(value):
+        if id(value) in within or len(within) >= MAX_DEPTH:
+            return refs(value)
+        within = (*within, id(value))
     if isinstance(value, bool) or value is None or type(value) in (str, int, float):
         return value
     if type(value) is list:
-        return [encode(v, refs) for v in value]
+        return [encode(v, refs, within) for v in value]
     if type(value) is tuple:
-        return {"$": "tuple", "v": [encode(v, refs) for v in value]}
+        return {"$": "tuple", "v": [encode(v, refs, within) for v in value]}
     if type(value) is dict:
-        return {"$": "dict", "v": [[encode(k, refs), encode(v, refs)] for k, v in value.items()]}
+        return {"$": "dict", "v": [[encode(k, refs, within), encode(v, refs, within)] for k, v in value.items()]}
     if isinstance(value, PurePath):
         return {"$": "path", "v": str(value)}
     if type(value) is bytes:
         return {"$": "bytes", "v": value.decode("latin-1")}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: encode(getattr(value, f.name), refs) for f in dataclasses.fields(value)}
-        return {"$": "record", "type": type(value).__name__, "v": fields}
+        return {"$": "record", "type": type(value).__name__,
+                "v": {name: encode(v, refs, within) for name, v in record_attributes(value).items()}}
     return refs(value)
+
+
+def record_attributes(value) -> dict[str, object]:
+    """A dataclass's fields, then the values of its public properties (a property that raises is left out,
+    as reading it would fail)."""
+    attributes = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    for cls in type(value).__mro__:
+        for name, attribute in vars(cls).items():
+            if (isinstance(attribute, (property, functools.cached_property)) and not name.startswith("_")
+                    and name not in attributes):
+                try:
+                    attributes[name] = getattr(value, name)
+                except Exception:  # noqa: BLE001 -- the attribute is as missing on the other side as it is here
+                    continue
+    return attributes
 
 
 def decode(data, resolve) -> object:

@@ -101,10 +101,12 @@ def describe(exc: BaseException) -> dict:
     for key, value in vars(exc).items() if hasattr(exc, "__dict__") else ():
         if not key.startswith("_") and isinstance(value, (str, int, float, bool, type(None))):
             attrs[key] = value
-    where = traceback.extract_tb(exc.__traceback__)
-    last = where[-1] if where else None
-    return {"mro": class_names(type(exc)), "message": str(exc)[:2000], "attrs": attrs,
-            "where": f"{os.path.basename(last.filename)}, line {last.lineno}" if last else ""}
+    frames = traceback.extract_tb(exc.__traceback__)
+    if isinstance(exc, SyntaxError) and exc.lineno:  # where the code does not parse, not the import that found it
+        where = f"{os.path.basename(exc.filename or '?')}, line {exc.lineno}"
+    else:
+        where = f"{os.path.basename(frames[-1].filename)}, line {frames[-1].lineno}" if frames else ""
+    return {"mro": class_names(type(exc)), "message": str(exc)[:2000], "attrs": attrs, "where": where}
 
 
 def main() -> None:
