@@ -210,3 +210,31 @@ def test_the_restate_server_pin_is_one_version_everywhere_setup_installs_it():
         assert "@restatedev/restate-server@$" in text and "npm not found" in text, path
     for path in (ROOT / "Makefile", TEMPLATES / "Makefile"):
         assert re.search(r"^setup: .*\$\(RESTATE_STAMP\)", path.read_text(), re.M), path
+
+
+def test_a_release_of_one_lesson_holds_and_grades_that_lesson_only(tmp_path):
+    """A class that releases a lesson a week makes one release (one Classroom assignment) per lesson: its
+    workflow grades that lesson alone, out of that lesson's points, and skips Classroom's own first commit."""
+    from crashlab.grading.classroom import CLASSROOM_BOT, exercises
+
+    out = tmp_path / "release"
+    build_release(out, lessons=["02"], git=False)
+    assert [p.name for p in (out / "course").glob("*.ipynb")] == ["02_idempotent_tools.ipynb"]
+    text = (out / ".github" / "workflows" / "classroom.yml").read_text()
+    expected = exercises(ROOT / "solutions" / "02_idempotent_tools.ipynb")
+    assert text.count("autograding-command-grader") == len(expected)
+    assert sum(int(line.split(":")[1]) for line in text.splitlines() if "max-score:" in line) == \
+        sum(points for _, points in expected)
+    assert "01_naive_event_log" not in text and "grade .grader 02_idempotent_tools\n" in text
+    assert f"if: github.actor != '{CLASSROOM_BOT}'" in text
+
+
+def test_lesson_ranges_are_read_as_an_instructor_writes_them():
+    from crashlab.grading.classroom import parse_lessons
+
+    available = ["01", "02", "03", "04", "05"]
+    assert parse_lessons("02-04", available) == ["02", "03", "04"]
+    assert parse_lessons("05,01", available) == ["01", "05"]
+    for wrong in ("2", "09", "01-x", ""):
+        with pytest.raises(ValueError):
+            parse_lessons(wrong, available)

@@ -274,7 +274,7 @@ def _test_result(results: dict, name: str, path: str) -> tuple[float, float, str
 def _classroom(args) -> int:
     from crashlab.grading.classroom import workflow
 
-    print(workflow(), end="")
+    print(workflow(lessons=args.lessons), end="")
     return 0
 
 
@@ -416,6 +416,8 @@ def build_parser() -> Parser:
     result.set_defaults(func=_result)
 
     classroom = sub.add_parser("classroom", help="print the GitHub Classroom workflow for the current masters")
+    classroom.add_argument("--lessons", type=check.lesson_range, metavar="NN-MM",
+                           help="grade only these lessons: 03, 01-03 or 01,04")
     classroom.set_defaults(func=_classroom)
 
     execute = sub.add_parser("execute", help="run master notebooks and save their outputs (authors)")

@@ -271,3 +271,18 @@ def grading_options(parser: argparse.ArgumentParser, deadline_for: str) -> None:
     parser.add_argument("--deadline", type=positive_seconds, default=900,
                         help=f"seconds for {deadline_for} (default %(default)s)")
     parser.add_argument("--no-isolate", action="store_true", help="run student code as yourself even when root")
+
+
+def lesson_range(text: str) -> list[str]:
+    """``--lessons``: ``03``, ``01-03`` or ``01,04`` -> the ids of the course's lessons in it."""
+    import nbformat
+
+    from crashlab.grading.classroom import parse_lessons
+    from crashlab.grading.notebooks import lesson_of, repo_root
+
+    available = sorted(filter(None, (lesson_of(nbformat.read(m, as_version=4))
+                                     for m in (repo_root() / "solutions").glob("*.ipynb"))))
+    try:
+        return parse_lessons(text, available)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -57,7 +57,7 @@ def _release(args) -> int:
     from crashlab.release.student import ReleaseError, build_release
 
     try:
-        notes = build_release(Path(args.out), answers_through=args.answers_through)
+        notes = build_release(Path(args.out), answers_through=args.answers_through, lessons=args.lessons)
     except ReleaseError as exc:
         raise UsageError(str(exc)) from None
     print(f"wrote the student release to {args.out} (a git repository: push it as the class's template)")
@@ -143,6 +143,8 @@ def add_class_commands(sub) -> None:
     release.add_argument("out", type=_new_folder, metavar="OUT_DIR", help="a new or empty folder")
     release.add_argument("--answers-through", type=_lesson_number, metavar="NN",
                          help="also release the answers of lessons up to NN (later lessons build on them)")
+    release.add_argument("--lessons", type=check.lesson_range, metavar="NN-MM",
+                         help="release (and grade in the Classroom workflow) only these lessons: 03, 01-03 or 01,04")
     release.set_defaults(func=_release)
 
     autograder = sub.add_parser("autograder", help="write the private grading bundle: a Gradescope autograder, "

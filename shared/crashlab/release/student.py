@@ -95,8 +95,10 @@ def _commit(out: Path) -> str | None:
 
 
 def build_release(out: Path, answers_through: str | None = None, root: Path | None = None,
-                  git: bool = True) -> list[str]:
-    """Write the student release to ``out`` (new or empty); returns notes for the instructor."""
+                  git: bool = True, lessons: list[str] | None = None) -> list[str]:
+    """Write the student release to ``out`` (new or empty); returns notes for the instructor. ``lessons``: only
+    these lessons' notebooks, and a workflow that grades only them (a class that releases a lesson a week makes
+    one release, and one Classroom assignment, per lesson)."""
     root = root or repo_root()
     out = Path(out).resolve()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -106,6 +108,10 @@ def build_release(out: Path, answers_through: str | None = None, root: Path | No
         raise ReleaseError(f"no master notebooks in {solutions}: run this in the course repository")
     out.mkdir(parents=True, exist_ok=True)
     build_course(solutions, out / "course")
+    if lessons is not None:  # a folder of our own, just made: only the lessons released stay in it
+        for path in sorted((out / "course").glob("*.ipynb")):
+            if lesson_of(nbformat.read(path, as_version=4)) not in lessons:
+                path.unlink()
     for path in library_files(root, answers_through):
         _write(out / path.relative_to(root), path.read_bytes())
     for name in ("pyproject.toml", "constraints.txt"):
@@ -113,7 +119,7 @@ def build_release(out: Path, answers_through: str | None = None, root: Path | No
     _write(out / "environment.yml", (root / "environment.yml").read_text().replace(".[test,lab]", ".[lab]"))
     _write(out / "Makefile", (TEMPLATES / "Makefile").read_text())
     _write(out / ".gitignore", gitignore(root))
-    _write(out / ".github" / "workflows" / "classroom.yml", workflow(solutions, bundle=True))
+    _write(out / ".github" / "workflows" / "classroom.yml", workflow(solutions, bundle=True, lessons=lessons))
     _write(out / ".github" / "classroom" / "grade.sh", (TEMPLATES / "grade.sh").read_text(), executable=True)
 
     released = lambda lesson: answers_through is not None and lesson <= answers_through  # noqa: E731
