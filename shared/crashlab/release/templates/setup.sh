@@ -25,13 +25,20 @@ fi
 .venv/bin/python -m compileall -q shared
 .venv/bin/python -m ipykernel install --sys-prefix --name python3 > /dev/null
 
-# The Restate lesson's server: a binary in an npm package, where crashlab.restate_server looks for it.
+# The Restate lesson's server: a binary in an npm package, where crashlab.restate_server looks for it. Gradescope's
+# base images are Ubuntu without Node.js: npm comes from the distribution (any npm will do: it only unpacks the
+# package, running no install script).
+if ! command -v npm > /dev/null && command -v apt-get > /dev/null; then
+  apt-get -qq update > /dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get -qq install -y --no-install-recommends nodejs npm > /dev/null \
+  || echo "warning: apt-get could not install nodejs and npm" >&2
+fi
 if command -v npm > /dev/null; then
   npm install --loglevel=error --no-audit --no-fund --ignore-scripts --fetch-retries=2 --fetch-retry-mintimeout=1000 \
     --fetch-retry-maxtimeout=5000 --prefix .venv/restate "@restatedev/restate-server@$RESTATE_VERSION" > /dev/null \
   || echo "warning: npm could not install @restatedev/restate-server@$RESTATE_VERSION (see above); the Restate lesson's agents cannot be graded until it is" >&2
 else
-  echo "note: npm not found -- the Restate server is not installed, so the Restate lesson's agents cannot be graded (install Node.js's npm, then run setup.sh again)" >&2
+  echo "error: npm not found and apt-get could not install it -- the Restate server is not installed, so the Restate lesson cannot be graded; install Node.js with npm, then run setup.sh again" >&2
 fi
 
 # The masters: root's alone (the grader hides them from student code as well, where mount namespaces exist).
