@@ -287,3 +287,22 @@ def test_a_later_lessons_answer_cannot_read_the_earlier_lessons_files_the_checks
     feedback = str(report)
     assert not [line for line in master_lines if line in feedback], feedback
     assert report.score < report.max_score
+
+
+# --- feedback names files as the student knows them -----------------------------------------------------------
+def test_feedback_never_shows_the_graders_folders(tmp_path):
+    from crashlab.grading.report import without_grader_paths
+
+    folders = {"/tmp/crashlab-grade-ab12": "", "/tmp/crashlab-rows-q": "(the grader's scratch folder)/"}
+    said = "No such file: '/tmp/crashlab-grade-ab12/.crashlab/x.jsonl'; row /tmp/crashlab-rows-q/row-3 failed"
+    assert without_grader_paths(said, folders) == \
+        "No such file: '.crashlab/x.jsonl'; row (the grader's scratch folder)/row-3 failed"
+    given = next(c for c in nbformat.read(ROOT / "course" / LESSON1, as_version=4).cells
+                 if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "ex1_read_events").source
+    missing_file = given.replace("raise NotImplementedError()",
+                                 "import os\n    return open(os.path.abspath('no-such-file.jsonl')).read()")
+    report = grade(student_with(replace={"ex1_read_events": missing_file}), tmp_path)
+    feedback = "\n".join(t.output for t in report.tests)
+    assert "no-such-file.jsonl" in feedback, feedback
+    assert "crashlab-grade-" not in feedback and "crashlab-rows-" not in feedback, feedback
+    assert "subject.py" not in feedback and "<frozen" not in feedback, feedback

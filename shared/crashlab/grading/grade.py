@@ -28,7 +28,7 @@ from crashlab.grading.checks import judge_checks, score_matrix_check
 from crashlab.grading.references import lesson_references
 from crashlab.grading.isolation import Deadline, Isolation, keep_only_what_the_submission_writes, run_submission
 from crashlab.grading.notebooks import as_given_to_students, grade_id, is_answer_cell, is_locked, is_test_cell, lesson_of, nbgrader_meta, repo_root
-from crashlab.grading.report import GradeReport, GradingError, TestResult, write_results
+from crashlab.grading.report import GradeReport, GradingError, TestResult, without_grader_paths, write_results
 from crashlab.grading.submissions import read_notebook
 from crashlab.needs import Needs
 from crashlab.scratch import remove_scratch
@@ -138,7 +138,7 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
     limit = Deadline(deadline)
     workdir = Path(tempfile.mkdtemp(prefix="crashlab-grade-"))
     isolation = None
-    saved_env, saved_tempdir = dict(os.environ), tempfile.tempdir
+    saved_env, saved_tempdir, system_tmp = dict(os.environ), tempfile.tempdir, tempfile.gettempdir()
     try:
         lesson = report.lesson
         # Hidden from the student's processes: the masters, the git history that holds them too, and the
@@ -172,6 +172,11 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
                 report.tests.append(score_matrix_check(check, workdir, needs, references, deadline=limit.at))
         if not report.tests:
             raise GradingError(f"{master_path.name} has no graded cells")
+        folders = {str(workdir): "", str(isolation.scratch): "(the grader's scratch folder)/",
+                   str(isolation.private): "(the grader's folder)/", system_tmp: "(a temporary folder)/",
+                   str(repo_root()): "(the course)/"}
+        for test in report.tests:
+            test.output = without_grader_paths(test.output, folders)
     finally:
         os.environ.clear()
         os.environ.update(saved_env)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +79,17 @@ class GradeReport:
         if self.notes:
             text += "\n\nnotes:\n" + "\n".join(f"- {n}" for n in self.notes)
         return text
+
+
+def without_grader_paths(text: str, folders: dict[str, str]) -> str:
+    """``text`` with each of the grader's folders (``folders``: path -> what to call it) written as its name:
+    feedback names a file the way the student knows it (``order_log.py``, not ``/tmp/crashlab-grade-x1/order_log.py``)
+    and says nothing of where the grader keeps its own."""
+    for path, name in sorted(folders.items(), key=lambda item: -len(item[0])):  # the deepest first
+        path = re.escape(path.rstrip("/"))
+        text = re.sub(path + "/", lambda _: name, text)
+        text = re.sub(path + r"(?![\w-]|\.\w)", lambda _: name.rstrip("/") or ".", text)  # the folder itself
+    return text
 
 
 def write_results(report: GradeReport, target: Path) -> None:

@@ -96,12 +96,23 @@ def class_names(cls: type) -> list[str]:
     return [f"{c.__module__}.{c.__qualname__}" for c in cls.__mro__ if c is not object]
 
 
+def students_frames(frames) -> list:
+    """The frames of the student's own code: none of this process's machinery, the library's, the standard
+    library's or an installed package's (``subject.py, line 74`` or ``<frozen importlib._bootstrap>`` would send
+    the learner looking in a file they never wrote)."""
+    import crashlab
+
+    outside = tuple(os.path.join(os.path.abspath(p), "") for p in
+                    {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(crashlab.__file__)})
+    return [f for f in frames if not f.filename.startswith("<frozen") and not os.path.abspath(f.filename).startswith(outside)]
+
+
 def describe(exc: BaseException) -> dict:
     attrs = {}
     for key, value in vars(exc).items() if hasattr(exc, "__dict__") else ():
         if not key.startswith("_") and isinstance(value, (str, int, float, bool, type(None))):
             attrs[key] = value
-    frames = traceback.extract_tb(exc.__traceback__)
+    frames = students_frames(traceback.extract_tb(exc.__traceback__))
     if isinstance(exc, SyntaxError) and exc.lineno:  # where the code does not parse, not the import that found it
         where = f"{os.path.basename(exc.filename or '?')}, line {exc.lineno}"
     else:
