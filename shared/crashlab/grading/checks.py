@@ -67,7 +67,7 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline) -
 
 
 # How the harness quotes an agent's last words in a verdict (crashlab.harness.matrix and .verdicts).
-_AGENT_WORDS = re.compile(r"(the agent failed first: |the resumed agent failed \().*?(\)*)$")
+_AGENT_WORDS = re.compile(r"(the agent failed first: |the (?:resumed )?agent failed \().*?(\)*)$")
 
 
 def without_agent_words(problem: str) -> str:

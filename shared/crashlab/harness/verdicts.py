@@ -64,10 +64,11 @@ def judge(point: str, audit: Audit, reached: bool, last: ProcessRun | None, expe
     if not reached:
         return []  # already reported by the caller
     problems = []
+    which = "the agent" if point == BASELINE else "the resumed agent"  # a clean run is never a resume
     if last is not None and last.timed_out:
-        problems.append(f"{point}: the resumed agent hung and was killed after its timeout")
+        problems.append(f"{point}: {which} hung and was killed after its timeout")
     elif last is not None and last.returncode != 0:
-        problems.append(f"{point}: the resumed agent failed ({last.last_error_line()})")
+        problems.append(f"{point}: {which} failed ({last.last_error_line()})")
     if expect == "observe":
         return problems
     allowed = 1 if point.startswith("after:model#") else 0
