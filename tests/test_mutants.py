@@ -6,42 +6,15 @@ isolated): the notebook's own run and the crash matrices add nothing to what the
 full gradings of the same mutants (in the closing notes of issue 12) scored below full marks too.
 """
 
-import shutil
-import tempfile
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from crashlab.grading.checks import judge_checks
-from crashlab.grading.grade import restore_locked_cells
-from crashlab.grading.isolation import Deadline, Isolation
-from crashlab.grading.notebooks import grade_id, is_test_cell, lesson_of, written_files
+from crashlab.grading.notebooks import grade_id
+from master_files import judge_only
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def judge_only(master_name: str, answer: str, old: str, new: str, check: str):
-    """The master with ``old`` replaced by ``new`` in its answer cell ``answer``; the result of ``check``
-    (the only check the judge runs)."""
-    master = nbformat.read(ROOT / "solutions" / master_name, as_version=4)
-    master.cells = [c for c in master.cells if not (is_test_cell(c) and grade_id(c) != check)]
-    mutant = nbformat.read(ROOT / "solutions" / master_name, as_version=4)
-    cell = next(c for c in mutant.cells if grade_id(c) == answer)
-    assert old in cell.source, f"the mutation no longer applies to {answer}"
-    cell.source = cell.source.replace(old, new)
-    nb, _ = restore_locked_cells(mutant, master)
-    workdir = Path(tempfile.mkdtemp(prefix="crashlab-mutant-"))
-    (workdir / ".crashlab" / f"lesson{lesson_of(master)}").mkdir(parents=True)  # the notebook's cells make it
-    for name, source in written_files(nb).items():
-        (workdir / name).write_text(source)
-    isolation = Isolation(workdir, False, hide=(), lesson=lesson_of(master))
-    try:
-        [result] = judge_checks(master, nb, isolation, Deadline(600))
-        return result
-    finally:
-        isolation.close()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 RETRY_REWORDED = '''    attempt = 0
