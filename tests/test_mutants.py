@@ -69,7 +69,7 @@ MUTANTS = [
      "        return self.recorded(key)\n        deadline = time.monotonic() + self.wait", "ex3_ledger_checks",
      "a process that loses the claim waits"),
     ("02_idempotent_tools.ipynb", "ex3_ledger", CLAIM, READ_THEN_INSERT_OR_IGNORE, "ex3_ledger_checks",
-     "expected 1 email, got 4"),
+     "expected 1 email, got 4 -- a claim that reads the key and then writes it lets every racer win"),
     ("02_idempotent_tools.ipynb", "ex3_ledger", CLAIM, READ_THEN_INSERT, "ex3_ledger_checks",
      "3 of the 4 racing processes failed (sqlite3.IntegrityError"),
     ("02_idempotent_tools.ipynb", "ex3_ledger", CLAIM, READ_THEN_INSERT_IN_A_DEFERRED_TRANSACTION, "ex3_ledger_checks",
