@@ -1,11 +1,18 @@
-"""Helpers the lesson tests share: a master's files in a scratch folder, and an edit that fails loudly when the
-master no longer holds the text it replaces."""
+"""Helpers the lesson tests share: a master's files in a scratch folder, an edit that fails loudly when the
+master no longer holds the text it replaces, and one check of a master judged on an edited answer."""
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import nbformat
 
-from crashlab.grading.notebooks import written_files
+from crashlab.grading.checks import judge_checks
+from crashlab.grading.grade import restore_locked_cells
+from crashlab.grading.isolation import Deadline, Isolation
+from crashlab.grading.notebooks import grade_id, is_test_cell, lesson_of, written_files
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def write_master_files(master: Path, folder: Path):
@@ -34,3 +41,26 @@ def master_value(master: Path, gid: str, name: str):
     finally:
         references.REFERENCES.clear()
         references.REFERENCES.update(saved)
+
+
+def judge_only(master_name: str, answer: str, old: str, new: str, check: str):
+    """The master with ``old`` replaced by ``new`` in its answer cell ``answer``; the result of ``check``
+    (the only check the judge runs)."""
+    master = nbformat.read(ROOT / "solutions" / master_name, as_version=4)
+    master.cells = [c for c in master.cells if not (is_test_cell(c) and grade_id(c) != check)]
+    mutant = nbformat.read(ROOT / "solutions" / master_name, as_version=4)
+    cell = next(c for c in mutant.cells if grade_id(c) == answer)
+    assert old in cell.source, f"the mutation no longer applies to {answer}"
+    cell.source = cell.source.replace(old, new)
+    nb, _ = restore_locked_cells(mutant, master)
+    workdir = Path(tempfile.mkdtemp(prefix="crashlab-mutant-"))
+    (workdir / ".crashlab" / f"lesson{lesson_of(master)}").mkdir(parents=True)  # the notebook's cells make it
+    for name, source in written_files(nb).items():
+        (workdir / name).write_text(source)
+    isolation = Isolation(workdir, False, hide=(), lesson=lesson_of(master))
+    try:
+        [result] = judge_checks(master, nb, isolation, Deadline(600))
+        return result
+    finally:
+        isolation.close()
+        shutil.rmtree(workdir, ignore_errors=True)

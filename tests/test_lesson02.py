@@ -94,4 +94,4 @@ class SqliteLedger:
     scores = {t.name: t.score for t in report.tests}
     assert report.score < report.max_score
     assert scores["ex3_ledger_checks"] == 0, str(report)
-    assert scores["ex1_keys_checks"] == 3 and scores["ex1_crash_matrix"] == 4, "other exercises keep their points"
+    assert scores["ex1_keys_checks"] == 3 and scores["ex1_crash_matrix"] == 4, "other exercises keep their points: " + str(report)

@@ -15,7 +15,7 @@ import pytest
 
 from crashlab.grading.grade import grade_notebook, score_matrix_check
 from crashlab.grading.notebooks import grade_id
-from master_files import replace_in as replace, write_master_files
+from master_files import judge_only, replace_in as replace, write_master_files
 from restate_or_skip import restate_or_skip
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,6 +24,10 @@ MODEL_STEP = 'await ctx.run_typed(f"model#{turn}", ask_model, STEP, messages=mes
 TOOL_STEP = 'await ctx.run_typed(call["name"], run_tool, STEP, name=call["name"], args=call["input"], key=key)'
 KEY = """key = f"{ctx.request().id}/{turn}/{call['name']}\""""
 UUID_KEY = "key = str(__import__('uuid').uuid4())"
+NO_TURN_KEY = """key = f"{ctx.request().id}/{call['name']}\""""
+# Right keys spelled otherwise: Restate's deterministic uuid (the text names it), the model's tool_use id (journaled
+# with the model's reply, so a replay sees the same one).
+OTHER_RIGHT_KEYS = {"ctx.uuid()": "key = str(ctx.uuid())", "the tool_use id": 'key = call["id"]'}
 
 
 @pytest.fixture(autouse=True)
@@ -98,3 +102,16 @@ def test_wrong_answers_lose_their_own_exercises_points_only(tmp_path):
                       "ex2_crash_matrix": 0}, str(report)
     ex3 = next(t for t in report.tests if t.name == "ex3_approval_checks")
     assert "durable timer" in ex3.output, ex3.output
+
+
+def test_a_key_without_the_turn_loses_the_handler_checks():
+    """The same tool asked for in two turns is two steps; a key of the invocation and the tool alone makes them one.
+    The crash matrix cannot see it (the order asks for each tool once), so the handler's checks must."""
+    result = judge_only(MASTER.name, "ex2_handler", KEY, NO_TURN_KEY, "ex2_handler_checks")
+    assert result.score == 0 and "expected 2 emails, got 1" in result.output, result.output
+
+
+@pytest.mark.parametrize("key", OTHER_RIGHT_KEYS.values(), ids=OTHER_RIGHT_KEYS.keys())
+def test_a_key_spelled_otherwise_passes_the_handler_checks(key):
+    result = judge_only(MASTER.name, "ex2_handler", KEY, key, "ex2_handler_checks")
+    assert result.score == result.max_score, result.output
