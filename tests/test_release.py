@@ -149,7 +149,8 @@ def test_a_fresh_clone_sets_up_opens_lab_and_self_checks_an_unanswered_notebook(
     assert usage.returncode != 0 and "usage: make check NB=" in usage.stderr
     # Lesson 2: its Run All is the shortest, and it builds on lesson 1's answers, which this release leaves out.
     check = make("check", f"NB=course/{LESSON2}")
-    assert check.returncode != 0, check.stdout
+    # less than full marks is the table's news, not a failure of make's ("make: *** [check] Error 1")
+    assert check.returncode == 0 and "Error 1" not in check.stderr, check.stdout + check.stderr
     points = sum(points for _, points in exercises(ROOT / "solutions" / LESSON2))
     assert f"self-check 0 / {points}" in check.stdout, check.stdout + check.stderr
     assert re.search(r"exercise 1 is not answered yet: keys.py line \d+ still has the placeholder", check.stdout)

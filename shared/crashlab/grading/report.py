@@ -68,7 +68,8 @@ class GradeReport:
             lines.append(f"{name:<{widths[0]}}  {score:>{widths[1]}}  {max_score:>{widths[2]}}  {wrapped[0]}")
             lines += [" " * indent + more for more in wrapped[1:]]
         lines.append(f"{'total':<{widths[0]}}  {self.score:>{widths[1]}g}  {self.max_score:>{widths[2]}g}")
-        lines.append(f"isolated: {'yes' if self.isolated else 'no (not graded as root: student code ran as you)'}")
+        why = "isolation was not asked for" if os.geteuid() == 0 else "not graded as root"
+        lines.append(f"isolated: {'yes' if self.isolated else f'no ({why}: student code ran as you)'}")
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -78,7 +78,8 @@ def learner_readme(course: Path, answers_through: str | None, missing: dict[str,
 
 def gitignore(root: Path) -> str:
     """This repository's ignore list without what concerns the masters, plus the fetched grading bundle."""
-    kept = [line for line in (root / ".gitignore").read_text().splitlines() if "solutions" not in line]
+    kept = [line for line in (root / ".gitignore").read_text().splitlines()
+            if not any(word in line for word in ("solutions", "tests/", "test-artifacts"))]  # none of them ship
     return "\n".join(kept + ["# the grading bundle the classroom workflow fetches", f"{BUNDLE_DIR}/"]) + "\n"
 
 

@@ -20,6 +20,10 @@ fetch() {
   trap 'rm -rf "$tmp"' RETURN
   if [ -n "${CRASHLAB_BUNDLE_URL:-}" ]; then
     [ -n "${CRASHLAB_BUNDLE_KEY:-}" ] || fail "CRASHLAB_BUNDLE_URL is set but not the CRASHLAB_BUNDLE_KEY secret"
+    # The key's first line, as `crashlab autograder --encrypt` used it (openssl's file:): a secret pasted with a
+    # trailing newline would otherwise be another key.
+    CRASHLAB_BUNDLE_KEY=${CRASHLAB_BUNDLE_KEY%%[$'\r\n']*}
+    export CRASHLAB_BUNDLE_KEY
     curl -fsSL --retry 3 "$CRASHLAB_BUNDLE_URL" -o "$tmp/bundle.enc" || fail "could not download the grading bundle"
     openssl enc -d -aes-256-cbc -pbkdf2 -iter 200000 -pass env:CRASHLAB_BUNDLE_KEY \
       -in "$tmp/bundle.enc" -out "$tmp/bundle.zip" 2> /dev/null \
