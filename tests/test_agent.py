@@ -337,3 +337,15 @@ def test_a_damaged_line_in_the_log_stops_the_agent_with_one_clear_error(tmp_path
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: "), run.stderr
     assert f"{ORDER_ID}.jsonl: line 2 is damaged" in lines[0]
+
+
+def test_an_agent_refuses_an_order_id_the_world_would_read_as_another_order(tmp_path):
+    """``ORD-77_C`` is read by the world as ORD-77: an agent that took it would charge ORD-77 a second time."""
+    import subprocess
+    import sys
+
+    agent = tmp_path / "agent.py"
+    agent.write_text("from crashlab.agent import agent_main\nagent_main(lambda order: print('ran', order))\n")
+    done = subprocess.run([sys.executable, str(agent), "--order", "ORD-77_C"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and "is not an order id" in done.stderr and "ran" not in done.stdout

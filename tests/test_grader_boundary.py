@@ -306,3 +306,11 @@ def test_feedback_never_shows_the_graders_folders(tmp_path):
     assert "no-such-file.jsonl" in feedback, feedback
     assert "crashlab-grade-" not in feedback and "crashlab-rows-" not in feedback, feedback
     assert "subject.py" not in feedback and "<frozen" not in feedback, feedback
+
+
+def test_a_batch_of_an_empty_or_wrong_folder_is_an_error_not_a_gradebook_of_zeros(tmp_path):
+    from crashlab.grading.batch import grade_batch
+
+    (tmp_path / "subs" / "alice").mkdir(parents=True)
+    with pytest.raises(GradingError, match="no course notebook"):
+        grade_batch(tmp_path / "subs", tmp_path / "results", progress=False)

@@ -31,7 +31,7 @@ import httpx
 
 from crashlab.eventlog import CorruptLogError
 from crashlab.order import (ALL_TOOL_SCHEMAS, AMOUNT, COMPENSATION_TOOLS, ORDER_ID, PERMANENT_ERRORS, SKU, TOOLS,
-                            TOOLS_WITH_UNDO, order_task, undo_request, undo_task)
+                            TOOLS_WITH_UNDO, check_order_id, order_task, undo_request, undo_task)
 from crashlab.world import ENV_MODEL_URL, ENV_SERVICES_URL, ENV_STATE_DIR
 
 # The model name sent with each request. The local server accepts any name; with a real key
@@ -383,6 +383,13 @@ def state_dir() -> Path:
     return path
 
 
+def _order_id(text: str) -> str:
+    try:
+        return check_order_id(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def agent_main(run: Callable[[str], Any], argv: list[str] | None = None) -> None:
     """The command line every agent file shares: ``python AGENT.py --order ORD-8842``.
 
@@ -390,7 +397,7 @@ def agent_main(run: Callable[[str], Any], argv: list[str] | None = None) -> None
     as one clear line (exit code 2), not a traceback.
     """
     parser = argparse.ArgumentParser(description="Run an order to completion, or resume it.")
-    parser.add_argument("--order", default=ORDER_ID, help="the order id (default %(default)s)")
+    parser.add_argument("--order", default=ORDER_ID, type=_order_id, help="the order id (default %(default)s)")
     args = parser.parse_args(argv)
     try:
         run(args.order)

@@ -18,10 +18,8 @@ import socket
 import sys
 from pathlib import Path
 
-from crashlab.order import ORDER_ID_PATTERN as ORDER_ID, TOOL_ORDER, UNDO_TOOLS, check_crash_point, check_failure
+from crashlab.order import TOOL_ORDER, UNDO_TOOLS, check_crash_point, check_failure, check_order_id
 
-# An order id the world's model can read out of the task (crashlab.order documents the pattern).
-ORDER_ID_PATTERN = re.compile(ORDER_ID)
 CRASH_POINT_FORMS = (f"before:OP or after:OP, OP = model#N (N >= 1) or a tool: {', '.join(TOOL_ORDER)} "
                      f"(with --fail, also an undo step: {', '.join(UNDO_TOOLS)})")
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
@@ -228,9 +226,10 @@ def double_crashes(text: str) -> int:
 
 
 def order_id(text: str) -> str:
-    if not ORDER_ID_PATTERN.fullmatch(text):
-        raise _bad(f"{text!r} is not an order id: ORD- then letters or digits, such as ORD-8842 or ORD-77-B")
-    return text
+    try:
+        return check_order_id(text)
+    except ValueError as exc:
+        raise _bad(str(exc)) from None
 
 
 def module_name(text: str) -> str:

@@ -225,6 +225,15 @@ def failure_points(tool: str) -> list[str]:
     return points
 
 
+def check_order_id(text: str) -> str:
+    """``text`` if it is an order id; else a ValueError in one line. Every way in checks it (the CLI, the world, an
+    agent's ``--order``): an id the world's pattern does not match (``ORD-77_C``) is read as another order's, so an
+    agent that took it would charge ``ORD-77`` a second time."""
+    if not (isinstance(text, str) and re.fullmatch(ORDER_ID_PATTERN, text)):
+        raise ValueError(f"{text!r} is not an order id: ORD- then letters or digits, such as ORD-8842 or ORD-77-B")
+    return text
+
+
 def check_crash_point(text: str) -> str:
     """``text`` as a crash point (``before:OP`` / ``after:OP``, OP = ``model#N`` with N >= 1 or a tool of the
     order), normalised; ValueError saying what is wrong otherwise. A point no run can reach (a tool that

@@ -263,6 +263,10 @@ def grade_batch(submissions: Path, results_dir: Path, *, jobs: int = 2, solution
                            "--results-dir") from None
     results = Results(results_dir)
     batch = discover(submissions, solutions)
+    if not batch.submissions:  # a wrong folder, or an empty one: a gradebook of zeros would look like grades
+        lock.close()
+        raise GradingError(f"no course notebook in {submissions}: it should hold one folder per student, each with "
+                           f"their notebooks (found {len(batch.students)} student folder(s), no notebook in them)")
     pending: dict[str, list[Submission]] = {}
     for sub in batch.submissions:
         kept = results.kept(sub) or results.by_sha.get(sub.sha)
