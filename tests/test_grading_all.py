@@ -1,5 +1,8 @@
-"""Every master scores full marks and every generated student notebook scores zero."""
+"""Every master scores full marks and every generated student notebook scores zero, with feedback a learner can
+act on: each message names what is missing in the student's own terms, never a grader's folder or frame, never an
+empty exception, never a word cut in half."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -22,3 +25,17 @@ def test_master_scores_full_marks(master):
 def test_student_notebook_scores_zero(master):
     report = grade_notebook(ROOT / "course" / master.name)
     assert report.score == 0, str(report)
+    for test in report.tests:
+        assert_feedback_without_internals(test.output)
+
+
+# What a message of the grader's own must never show: its folders, its modules' or importlib's frames, an
+# exception with nothing after the colon.
+INTERNALS = re.compile(r"crashlab-(grade|rows|private)-|subject\.py|judge\.py|<frozen |_bootstrap|"
+                       r"NotImplementedError:\s*(\(|$)")
+
+
+def assert_feedback_without_internals(output: str) -> None:
+    assert output.strip(), "an exercise with no feedback at all"
+    found = INTERNALS.search(output)
+    assert found is None, f"{found.group(0)!r} in: {output}"

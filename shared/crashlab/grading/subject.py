@@ -15,6 +15,7 @@ import threading
 import traceback
 
 from crashlab.grading.remote import decode, encode
+from crashlab.tracebacks import is_students_file
 
 
 class Subject:
@@ -97,14 +98,8 @@ def class_names(cls: type) -> list[str]:
 
 
 def students_frames(frames) -> list:
-    """The frames of the student's own code: none of this process's machinery, the library's, the standard
-    library's or an installed package's (``subject.py, line 74`` or ``<frozen importlib._bootstrap>`` would send
-    the learner looking in a file they never wrote)."""
-    import crashlab
-
-    outside = tuple(os.path.join(os.path.abspath(p), "") for p in
-                    {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(crashlab.__file__)})
-    return [f for f in frames if not f.filename.startswith("<frozen") and not os.path.abspath(f.filename).startswith(outside)]
+    """The frames of the student's own code (see :mod:`crashlab.tracebacks`)."""
+    return [f for f in frames if is_students_file(f.filename)]
 
 
 def describe(exc: BaseException) -> dict:
