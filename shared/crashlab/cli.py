@@ -185,16 +185,22 @@ def _soak(args) -> int:
 
 
 def _build(args) -> int:
-    from crashlab.grading.build import build_course
+    from crashlab.grading.build import build_course, out_of_date
 
-    changed = build_course(check=args.check)
     if args.check:
-        if changed:
-            print("out of date (run `crashlab build`): " + ", ".join(str(p) for p in changed), file=sys.stderr)
+        stale = out_of_date()
+        if stale:
+            print("out of date (run `crashlab build`): " + ", ".join(str(p) for p in stale), file=sys.stderr)
             return 1
         print("course/ is up to date with solutions/")
         return 0
-    print("\n".join(f"wrote {p}" for p in changed) or "course/ was already up to date")
+    done = build_course(force=args.force)
+    for path in done.wrote:
+        print(f"wrote {path}")
+    for path, why in done.left_alone:
+        print(f"left {path} alone: {why}")
+    if not done.wrote and not done.left_alone:
+        print("course/ was already up to date")
     return 0
 
 
@@ -401,6 +407,9 @@ def build_parser() -> Parser:
 
     build = sub.add_parser("build", help="regenerate course/ from solutions/")
     build.add_argument("--check", action="store_true", help="only check that course/ is up to date")
+    build.add_argument("--force", action="store_true",
+                       help="also replace student notebooks changed since the build wrote them (a learner's work: "
+                            "authors only)")
     build.set_defaults(func=_build)
 
     grade = sub.add_parser("grade", help="grade a notebook")
