@@ -127,13 +127,13 @@ def is_untouched(path: Path, student: nbformat.NotebookNode | None = None) -> bo
     """Whether ``path`` holds what a build wrote: its content still matches the fingerprint the build stamped
     on it, or (a notebook from before the stamp) it equals ``student`` but for the stamp. Anything else -- an
     answered notebook, one Jupyter re-saved after a run, a symlink, a file that is not JSON -- is the learner's."""
-    try:
-        if path.is_symlink():
-            return False
-        nb = json.loads(path.read_text())
-    except (OSError, ValueError):
+    if path.is_symlink():
         return False
-    if not isinstance(nb, dict) or not isinstance(nb.get("metadata"), dict):
+    try:  # nbformat joins the lists of lines Jupyter saves a cell's source as, as the build's own text has them
+        nb = nbformat.reads(path.read_text(), as_version=4)
+    except Exception:  # not readable, not JSON, not a notebook: nbformat raises several kinds
+        return False
+    if not isinstance(nb.get("metadata"), dict):
         return False
     stamp = nb["metadata"].get(STAMP_KEY)
     recorded = stamp.get("sha256") if isinstance(stamp, dict) else None
