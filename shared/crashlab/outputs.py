@@ -138,8 +138,7 @@ def write_output(target: str | os.PathLike, data: str | bytes, kind: Kind, *, fo
                  mode: int = 0o644) -> None:
     """Write ``data`` to ``target`` atomically, replacing only a file of ``kind`` (or anything, with ``force``)."""
     check_replaceable(target, kind, force=force)
-    folder = Path(target).resolve().parent if not Path(target).is_symlink() else Path(target).absolute().parent
-    fd, made = tempfile.mkstemp(prefix=".crashlab-", dir=folder)
+    fd, made = tempfile.mkstemp(prefix=".crashlab-", dir=Path(target).absolute().parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)

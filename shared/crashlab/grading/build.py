@@ -177,6 +177,9 @@ def build_course(solutions: Path | None = None, course: Path | None = None, *, f
         text = stamped_text(student)
         if target.is_file() and not target.is_symlink() and target.read_text() == text:
             continue
+        if target.is_dir() and not target.is_symlink():
+            done.left_alone.append((target, "a folder, not a notebook: move it to get the student notebook"))
+            continue
         if (target.exists() or target.is_symlink()) and not force and not is_untouched(target, student):
             done.left_alone.append((target, "changed since the build wrote it (kept as it is); "
                                             "`crashlab build --force` replaces it with the new student version"))
