@@ -25,6 +25,7 @@ from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import ClearHiddenTests, ClearOutput, ClearSolutions, LockCells
 
 from crashlab.grading.notebooks import is_answer_cell, is_test_cell, repo_root
+from crashlab.outputs import Kind, write_output
 
 MAY_RAISE_TAG = "raises-exception"
 USES_ANSWERS_TAG = "uses-answers"
@@ -141,6 +142,9 @@ def is_untouched(path: Path, student: nbformat.NotebookNode | None = None) -> bo
     return content == recorded or (student is not None and content == _fingerprint(student))
 
 
+STUDENT_NOTEBOOK = Kind("a student notebook the build wrote", is_untouched)
+
+
 @dataclass
 class CourseBuild:
     """What a build did: the notebooks it wrote, and those it left alone with the reason (one line each)."""
@@ -185,8 +189,9 @@ def build_course(solutions: Path | None = None, course: Path | None = None, *, f
                                             "`crashlab build --force` replaces it with the new student version"))
             continue
         course.mkdir(parents=True, exist_ok=True)
-        target.unlink(missing_ok=True)  # a symlink is replaced, never written through
-        target.write_text(text)
+        # Atomically (a symlink replaced, never written through): a build cut short leaves no half notebook,
+        # which the next build would take for the learner's and leave alone.
+        write_output(target, text, STUDENT_NOTEBOOK, force=True)
         done.wrote.append(target)
     masters = {p.name for p in solutions.glob("*.ipynb")}
     for other in sorted(course.glob("*.ipynb")):
