@@ -65,13 +65,14 @@ test: setup
 lab: setup
 	$(BIN)/jupyter lab --notebook-dir=course --ServerApp.ip=127.0.0.1 $(LAB_AS_ROOT)
 
-# Authors: regenerate course/ from solutions/, or re-run a master and save its outputs first.
+# Authors: regenerate course/ from solutions/, or re-run a master and save its outputs first. A student notebook
+# changed since the build wrote it (a learner's work) is left alone and named; FORCE=1 replaces it too.
 build: setup
-	$(BIN)/crashlab build
+	$(BIN)/crashlab build $(if $(FORCE),--force)
 
 execute: setup
 	$(BIN)/crashlab execute solutions/*.ipynb
-	$(BIN)/crashlab build
+	$(BIN)/crashlab build $(if $(FORCE),--force)
 
 # make grade NB=course/01_naive_event_log.ipynb
 grade: setup

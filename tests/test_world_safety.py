@@ -129,20 +129,19 @@ def test_the_cli_refuses_to_start_a_world_in_the_course_folder(tmp_path):
     assert (tmp_path / "01_naive_event_log.ipynb").read_text() == "{}"
 
 
-def test_a_new_an_empty_and_an_older_worlds_folder_are_accepted_and_marked(tmp_path):
+def test_a_new_and_an_empty_folder_are_accepted_and_marked(tmp_path):
+    """(A folder that only looks like a world's, with no marker, is refused: tests/test_no_overwrite.py.)"""
     empty = tmp_path / "empty"
     empty.mkdir()
-    older = tmp_path / "older"  # left by a world from before the marker: its log, ledgers and agents' state
-    (older / "ledgers").mkdir(parents=True)
-    (older / "agent").mkdir()
-    (older / "agent" / "events.jsonl").write_text("{}\n")
-    (older / "world.log").write_text("")
-    for state in (tmp_path / "new" / "world", empty, older):
+    for state in (tmp_path / "new" / "world", empty):
         with World.start(state) as world:
             post(world).raise_for_status()
             assert world.audit().counts["charge"] == 1
+            (world.agent_dir / "events.jsonl").write_text("{}\n")
         assert (state / MARKER).is_file()
-    assert not (older / "agent" / "events.jsonl").exists()  # the world's own folder was emptied
+        with World.start(state) as world:
+            assert world.audit().counts["charge"] == 0
+        assert not (state / "agent" / "events.jsonl").exists()  # the agents' state went with the world's
 
 
 def test_keep_restarts_a_world_on_its_own_ledgers(tmp_path):
@@ -152,7 +151,7 @@ def test_keep_restarts_a_world_on_its_own_ledgers(tmp_path):
         first = post(world, key="k-kept")
         first.raise_for_status()
         (world.agent_dir / "events.jsonl").write_text("{}\n")
-    (state / "learner-notes.txt").write_text("inside the world's folder: the world's to delete")
+    (state / "learner-notes.txt").write_text("inside the world's folder, but not the world's")
     with World.start(state, fresh=False) as world:
         assert world.audit().counts["charge"] == 1
         replay = post(world, key="k-kept")
@@ -163,7 +162,7 @@ def test_keep_restarts_a_world_on_its_own_ledgers(tmp_path):
     with World.start(state) as world:  # fresh again: the world empties its own folder
         assert world.audit().counts["charge"] == 0
         assert not (world.agent_dir / "events.jsonl").exists()
-    assert not (state / "learner-notes.txt").exists()
+    assert (state / "learner-notes.txt").exists()  # the world deletes only its own files, by name
 
 
 # --- 2. no stuck key -----------------------------------------------------------------------------------
@@ -230,6 +229,7 @@ def test_keep_on_ledgers_from_before_the_lease(tmp_path):
     state = tmp_path / "w"
     (state / "ledgers").mkdir(parents=True)
     (state / "world.log").write_text("")
+    (state / MARKER).write_text("")  # a world's folder: only its marker makes it one
     conn = sqlite3.connect(state / "ledgers" / "payments.db")
     conn.executescript("""
         CREATE TABLE effects (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL, kind TEXT NOT NULL,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import signal
 import sys
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 from crashlab import cli_args as check
 from crashlab.cli_args import Parser, UsageError
 from crashlab.needs import NEEDS
+from crashlab.outputs import DEMO, MATRIX, RESULTS, SOAK, OutputError
 from crashlab.order import ORDER_ID, TOOL_ORDER
 
 
@@ -80,6 +80,7 @@ def _check_crash_test(args) -> None:
     if repeated:
         raise UsageError(f"--lost-ack {repeated[0]} is given twice: the fault drops the first reply of a tool once")
     check.check_not_same_file(args.json, args.agent, "agent file")
+    check.check_output(args.json, MATRIX, args.force)
 
 
 def _crash_test(args) -> int:
@@ -100,18 +101,22 @@ def _crash_test(args) -> int:
         return 2
     print(matrix)
     print(f"\n{len(matrix.rows)} runs in {matrix.seconds:.1f} s")
-    if not _write_json(matrix, args.json, "the matrix"):
+    if not _write_json(matrix, args, "the matrix"):
         return 1
     return 0 if matrix.ok or args.expect == "observe" else 1
 
 
-def _write_json(result, path: str | None, what: str) -> bool:
-    """Write ``result``'s JSON to ``path`` (if given) after its text was printed; False, with one line
-    saying so, when the file cannot be written."""
+def _write_json(result, args, what: str) -> bool:
+    """Write ``result``'s JSON to ``args.json`` (if given) after its text was printed; False, with one line
+    saying so, when the file cannot be written or is no longer one it may replace (:mod:`crashlab.outputs`)."""
+    path = args.json
     if not path:
         return True
     try:
-        result.write_json(path)
+        result.write_json(path, force=args.force)
+    except OutputError as exc:
+        print(f"error: {exc}; {what} is above", file=sys.stderr)
+        return False
     except OSError as exc:
         print(f"error: could not write {path} ({exc.strerror}); {what} is above", file=sys.stderr)
         return False
@@ -159,6 +164,7 @@ def _soak(args) -> int:
         raise UsageError("--preload only applies to --launcher warm: drop --preload or use --launcher warm")
     if args.agent:
         check.check_not_same_file(args.json, args.agent, "agent file")
+    check.check_output(args.json, SOAK, args.force)
     if args.orders is None and args.seconds is None:
         args.orders = 20
     from crashlab.launcher import LauncherError
@@ -179,27 +185,14 @@ def _soak(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(result)
-    if not _write_json(result, args.json, "the summary"):
+    if not _write_json(result, args, "the summary"):
         return 1
     return 0 if result.ok else 1
 
 
-def _build(args) -> int:
-    from crashlab.grading.build import build_course
-
-    changed = build_course(check=args.check)
-    if args.check:
-        if changed:
-            print("out of date (run `crashlab build`): " + ", ".join(str(p) for p in changed), file=sys.stderr)
-            return 1
-        print("course/ is up to date with solutions/")
-        return 0
-    print("\n".join(f"wrote {p}" for p in changed) or "course/ was already up to date")
-    return 0
-
-
 def _grade(args) -> int:
     check.check_not_same_file(args.json, args.notebook, "notebook")
+    check.check_output(args.json, RESULTS, args.force)
     from crashlab.grading.grade import GradingError, grade_notebook
 
     def interrupted(signum, frame):
@@ -207,8 +200,9 @@ def _grade(args) -> int:
     signal.signal(signal.SIGTERM, interrupted)
     try:
         report = grade_notebook(args.notebook, json_out=args.json, cell_timeout=args.timeout, keep=args.keep,
-                                deadline=args.deadline, isolate=False if args.no_isolate else None)
-    except GradingError as exc:
+                                deadline=args.deadline, isolate=False if args.no_isolate else None,
+                                force_json=args.force)
+    except (GradingError, OutputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -221,79 +215,14 @@ def _grade(args) -> int:
     return 0
 
 
-def _result(args) -> int:
-    """Exit 0 when test NAME has full marks in a results file, 1 when not, 2 when it is missing.
-
-    With ``CRASHLAB_RUN_ID`` set (the classroom workflow sets it), only a results file written by this
-    grading run counts: a stale or committed file scores 0."""
-    import os
-
-    try:
-        results = _read_results(Path(args.results))
-        score, max_score, output = _test_result(results, args.test, args.results)
-    except ValueError as exc:
-        print(f"error: {exc}: 0 points", file=sys.stderr)
-        return 2
-    run_id = os.environ.get("CRASHLAB_RUN_ID")
-    if run_id and results.get("run_id") != run_id:
-        print(f"error: {args.results} was not written by this grading run: 0 points", file=sys.stderr)
-        return 2
-    print(f"{args.test}: {score:g}/{max_score:g}\n{output}")
-    return 0 if score >= max_score else 1
-
-
-def _read_results(path: Path) -> dict:
-    """A results file's JSON object, or ValueError saying why there is none."""
-    try:
-        results = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"no results file {path} (was the notebook graded?)") from None
-    except OSError as exc:
-        raise ValueError(f"cannot read {path} ({exc.strerror})") from None
-    except ValueError as exc:  # not JSON, or not UTF-8
-        raise ValueError(f"{path} is not a results file (not JSON: {str(exc)[:80]})") from None
-    if not isinstance(results, dict) or not isinstance(results.get("tests"), list):
-        raise ValueError(f"{path} is not a results file (no list of tests)")
-    return results
-
-
-def _test_result(results: dict, name: str, path: str) -> tuple[float, float, str]:
-    """(score, max_score, output) of test ``name``, or ValueError if it is missing or wrong-shaped."""
-    test = next((t for t in results["tests"] if isinstance(t, dict) and t.get("name") == name), None)
-    if test is None:
-        raise ValueError(f"no result for {name!r} in {path}")
-    numbers = [test.get("score"), test.get("max_score")]
-    if not all(isinstance(n, (int, float)) and not isinstance(n, bool) and math.isfinite(n) for n in numbers):
-        raise ValueError(f"{path}: the result for {name!r} has no numeric score and max_score")
-    output = test.get("output", "")
-    if not isinstance(output, str):
-        raise ValueError(f"{path}: the result for {name!r} has an output that is not text")
-    return float(numbers[0]), float(numbers[1]), output
-
-
-def _classroom(args) -> int:
-    from crashlab.grading.classroom import workflow
-
-    print(workflow(lessons=args.lessons), end="")
-    return 0
-
-
-def _execute(args) -> int:
-    from crashlab.grading.execute import execute_in_place
-
-    for path in args.notebooks:
-        seconds = execute_in_place(Path(path), timeout=args.timeout)
-        print(f"executed {path} in {seconds:.0f} s")
-    return 0
-
-
 def _demo(args) -> int:
     check.check_folder_writable(".", "the demo writes crashlab-demo.html here")
     if Path("crashlab-demo.html").is_dir():
         raise UsageError("crashlab-demo.html here is a folder: the demo writes its report there; move it")
+    check.check_output(args.json, DEMO, args.force)
     from crashlab.demo import run_demo
 
-    return run_demo(jobs=args.jobs, json_out=args.json)
+    return run_demo(jobs=args.jobs, json_out=args.json, force=args.force)
 
 
 def build_parser() -> Parser:
@@ -353,6 +282,7 @@ def build_parser() -> Parser:
     crash.add_argument("--preload", type=check.module_name, action="append", default=[], metavar="MODULE",
                        help="extra modules the warm launcher imports before forking (repeatable)")
     crash.add_argument("--json", type=check.output_file, help="also write the matrix as JSON to this file")
+    check.force_option(crash)
     crash.add_argument("--quiet", action="store_true", help="no progress bar")
     crash.set_defaults(func=_crash_test)
 
@@ -396,34 +326,17 @@ def build_parser() -> Parser:
                       help="a server the agent needs besides the world, started for the soak (temporal: the "
                            "Temporal dev server; restate: a Restate server; repeatable)")
     soak.add_argument("--json", type=check.output_file, help="also write the figures as JSON to this file")
+    check.force_option(soak)
     soak.add_argument("--quiet", action="store_true", help="no progress bar")
     soak.set_defaults(func=_soak)
-
-    build = sub.add_parser("build", help="regenerate course/ from solutions/")
-    build.add_argument("--check", action="store_true", help="only check that course/ is up to date")
-    build.set_defaults(func=_build)
 
     grade = sub.add_parser("grade", help="grade a notebook")
     grade.add_argument("notebook", type=check.existing_file)
     grade.add_argument("--json", type=check.output_file, help="write Gradescope-shaped results here")
+    check.force_option(grade)
     check.grading_options(grade, "the whole submission")
     grade.add_argument("--keep", action="store_true", help="keep the scratch directory")
     grade.set_defaults(func=_grade)
-
-    result = sub.add_parser("result", help="exit 0 if one test has full marks in a results file (for CI graders)")
-    result.add_argument("results", help="a results file written by `crashlab grade --json` (missing or wrong: 0 points)")
-    result.add_argument("--test", required=True)
-    result.set_defaults(func=_result)
-
-    classroom = sub.add_parser("classroom", help="print the GitHub Classroom workflow for the current masters")
-    classroom.add_argument("--lessons", type=check.lesson_range, metavar="NN-MM",
-                           help="grade only these lessons: 03, 01-03 or 01,04")
-    classroom.set_defaults(func=_classroom)
-
-    execute = sub.add_parser("execute", help="run master notebooks and save their outputs (authors)")
-    execute.add_argument("notebooks", type=check.notebook_file, nargs="+")
-    execute.add_argument("--timeout", type=check.positive_int, default=600, help="seconds per cell (default %(default)s)")
-    execute.set_defaults(func=_execute)
 
     sub.add_parser("bench", help="the cost of durability: per-step cost of each engine against an fsync floor "
                                  "(options: crashlab bench --help)")
@@ -431,9 +344,10 @@ def build_parser() -> Parser:
     demo = sub.add_parser("demo", help="the course's main job: reference agents through the crash matrix")
     demo.add_argument("--jobs", type=check.positive_int, default=2, help="rows run at once (default %(default)s)")
     demo.add_argument("--json", type=check.output_file, help="also write the matrices as JSON to this file")
+    check.force_option(demo)
     demo.set_defaults(func=_demo)
 
-    from crashlab.cli_class import add_class_commands  # release, autograder, self-check, grade-batch, bench-grading
+    from crashlab.cli_class import add_class_commands  # build, execute, result, classroom, release, autograder, ...
 
     add_class_commands(sub)
     return parser

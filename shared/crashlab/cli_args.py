@@ -169,6 +169,24 @@ def check_not_same_file(output: str | None, source: str, what: str) -> None:
         raise UsageError(f"--json {output} is the {what} itself: writing it would overwrite it; give another file")
 
 
+def check_output(path: str | None, kind, force: bool) -> None:
+    """UsageError if writing the output ``path`` would replace a file that is not an earlier output of ``kind``
+    (see :mod:`crashlab.outputs`); checked before the command starts its work."""
+    from crashlab.outputs import OutputError, check_replaceable
+
+    if path:
+        try:
+            check_replaceable(path, kind, force=force)
+        except OutputError as exc:
+            raise UsageError(str(exc)) from None
+
+
+def force_option(parser: argparse.ArgumentParser) -> None:
+    """``--force``, alike on every command that writes an output file."""
+    parser.add_argument("--force", action="store_true",
+                        help="replace the output file even when it is not one this command wrote")
+
+
 def check_folder_writable(folder: str | os.PathLike, why: str) -> None:
     if not os.access(folder, os.W_OK | os.X_OK):
         raise UsageError(f"cannot write in {Path(folder).resolve()} ({why}): run it from a folder you can write")

@@ -16,6 +16,7 @@ import nbformat
 
 from crashlab.grading.notebooks import repo_root, written_files
 from crashlab.harness import crash_test
+from crashlab.outputs import DEMO, OutputError, write_output
 from crashlab.scratch import scratch_dir
 
 
@@ -64,7 +65,7 @@ def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, soluti
 
 
 def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None = None,
-             html_out: str | None = "crashlab-demo.html") -> int:
+             html_out: str | None = "crashlab-demo.html", force: bool = False) -> int:
     started = time.time()
     results, failed, sections = [], False, []
     try:
@@ -83,7 +84,12 @@ def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None 
         print(f"wrote {write_report(html_out, sections, 'Durable agents: every lesson under the crash harness')}")
     print(f"\ndemo finished in {time.time() - started:.0f} s")
     if json_out:
-        Path(json_out).write_text(json.dumps(results, indent=2) + "\n")
+        try:
+            write_output(json_out, json.dumps(results, indent=2) + "\n", DEMO, force=force)
+        except OutputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print(f"wrote {json_out}")
     return 1 if failed else 0
 
 

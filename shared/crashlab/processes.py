@@ -4,14 +4,17 @@ An agent can start processes of its own. Killing only the agent's pid leaves the
 its process group misses any that moved to a session of their own. And while any of them still holds
 the agent's stdout or stderr pipe, reading that pipe to its end waits as long as they live, which
 hangs a crash test for ever. So the harness kills the group, then every process below the agent,
-then whatever still holds the pipes, and it never waits without a timeout.
+then whatever still holds the pipes, and it never waits without a timeout. The servers a command starts
+(the world's) are signalled as a group and read with a timeout for the same reasons.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
+import time
 
 from crashlab.sandbox import descendants
 
@@ -122,3 +125,31 @@ def _text(data: bytes | str | None) -> str:
 
 
 __all__ = ["kill_group", "kill_groups_of", "kill_tree", "pipe_holders", "collect"]
+
+
+def signal_group(pid: int, sig: int) -> None:
+    """Send ``sig`` to the group ``pid`` leads (a world's server starts a session of its own); to ``pid`` alone
+    if it leads none, such as a server started by hand from a shell."""
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def read_line(stream, timeout: float) -> bytes:
+    """One line from a pipe, or b'' if none arrives within ``timeout`` seconds (or the pipe closes)."""
+    deadline = time.monotonic() + timeout
+    data = b""
+    fd = stream.fileno()
+    while not data.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            return b""
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return b""
+        data += chunk
+    return data

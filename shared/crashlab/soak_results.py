@@ -13,6 +13,7 @@ from pathlib import Path
 
 from crashlab.audit import Audit
 from crashlab.order import effect_mismatches
+from crashlab.outputs import SOAK, write_output
 
 
 @dataclass
@@ -92,8 +93,9 @@ class SoakResult:
                 "failed": {o.order_id: o.why() for o in self.orders if not o.ok},
                 "per_order": [o.as_dict() for o in self.orders]}
 
-    def write_json(self, path: str | os.PathLike) -> None:
-        Path(path).write_text(json.dumps(self.as_dict(), indent=2) + "\n")
+    def write_json(self, path: str | os.PathLike, *, force: bool = False) -> None:
+        """Atomically; an existing file other than a soak summary is refused (:mod:`crashlab.outputs`) unless ``force``."""
+        write_output(path, json.dumps(self.as_dict(), indent=2) + "\n", SOAK, force=force)
 
     def __str__(self) -> str:
         s = self.settings

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -47,11 +49,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=check.output_file, default=None, help="write the results here")
     parser.add_argument("--plot", type=check.plot_file, default=None,
                         help=f"save the bar chart here ({', '.join(check.PLOT_SUFFIXES)})")
+    check.force_option(parser)
     parser.add_argument("--engine", choices=ENGINES, default=None, help=argparse.SUPPRESS)  # one engine, in this process
     parser.add_argument("--phase", choices=["crash", "resume"], default=None, help=argparse.SUPPRESS)
     parser.add_argument("--wid", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--max-seconds", type=check.positive_seconds, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    from crashlab.outputs import BENCH, PLOT, OutputError, check_replaceable, write_output
+
+    try:
+        for path, kind in ((args.json, BENCH), (args.plot, PLOT)):
+            if path:
+                check_replaceable(path, kind, force=args.force)
+    except OutputError as exc:
+        parser.exit(2, f"error: {exc}\n")
     steps = args.steps or (QUICK["steps"] if args.quick else 50)
     repeats = args.repeats or (QUICK["repeats"] if args.quick else 3)
     if args.engine:
@@ -62,20 +73,36 @@ def main(argv: list[str] | None = None) -> int:
     result = run_benchmark(steps=steps, repeats=repeats, engines=args.engines, workdir=args.workdir,
                            progress=sys.stderr.isatty(), recovery=not args.no_recovery, timeout_s=args.timeout)
     print(result.table())
-    if args.json:
-        Path(args.json).write_text(json.dumps(result.as_dict(), indent=2) + "\n")
-    if args.plot:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, axes = plt.subplots(1, 2, figsize=(14, 4.6)) if result.recovery else plt.subplots(figsize=(7, 4.6))
-        if result.recovery:
-            result.plot(axes[0])
-            result.plot_recovery(axes[1])
-        else:
-            result.plot(axes)
-        fig.tight_layout()
-        fig.savefig(args.plot, dpi=110)
+    try:
+        if args.json:
+            write_output(args.json, json.dumps(result.as_dict(), indent=2) + "\n", BENCH, force=args.force)
+        if args.plot:
+            _save_plot(result, args.plot, force=args.force)
+    except OutputError as exc:  # the file appeared while the benchmark ran
+        print(f"error: {exc}; the results are above", file=sys.stderr)
+        return 1
     return 0
+
+
+def _save_plot(result, path: str, force: bool) -> None:
+    """The bar chart, saved beside ``path`` and moved over it: it replaces only an earlier plot (see
+    :mod:`crashlab.outputs`)."""
+    from crashlab.outputs import PLOT, replace_with
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(14, 4.6)) if result.recovery else plt.subplots(figsize=(7, 4.6))
+    if result.recovery:
+        result.plot(axes[0])
+        result.plot_recovery(axes[1])
+    else:
+        result.plot(axes)
+    fig.tight_layout()
+    fd, made = tempfile.mkstemp(prefix=".crashlab-", suffix=Path(path).suffix, dir=Path(path).absolute().parent)
+    os.close(fd)
+    fig.savefig(made, dpi=110)
+    os.chmod(made, 0o644)
+    replace_with(made, path, PLOT, force=force)

@@ -39,7 +39,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -51,6 +50,7 @@ from crashlab.grading.classroom import exercises
 from crashlab.grading.notebooks import repo_root
 from crashlab.grading.submissions import lesson_master, masters_by_lesson, notebooks_in, read_own
 from crashlab.grading.report import GradingError
+from crashlab.outputs import GRADEBOOK, RESULTS, write_output
 
 GRADING_ERROR_EXIT = 2  # the worker's exit status when the file cannot be graded (its content's fault)
 
@@ -141,10 +141,7 @@ def unreadable(path: Path, folder: Path) -> str | None:
 # --- the results folder --------------------------------------------------------------------------------------
 def write_json_atomically(data: dict, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(data, indent=1) + "\n")
-    os.replace(tmp, target)
+    write_output(target, json.dumps(data, indent=1) + "\n", RESULTS, force=True, mode=0o600)  # the batch's own folder
 
 
 def read_result(path: Path) -> dict | None:
@@ -356,12 +353,9 @@ def gradebook_csv(batch: Batch) -> str:
     return buffer.getvalue()
 
 
-def write_gradebook(batch: Batch, target: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".gradebook-", dir=target.resolve().parent)
-    with os.fdopen(fd, "w") as f:
-        f.write(gradebook_csv(batch))
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, target)
+def write_gradebook(batch: Batch, target: Path, *, force: bool = False) -> None:
+    """Atomically; a file that is not a gradebook (a submitted notebook, say) is refused unless ``force``."""
+    write_output(target, gradebook_csv(batch), GRADEBOOK, force=force)
 
 
 def summary(batch: Batch, width: int = 100) -> str:

@@ -116,10 +116,12 @@ DEFAULT_DEADLINE = 900.0  # seconds for one submission, everything included
 
 def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | None = None,
                    solutions: Path | None = None, cell_timeout: int = 120, deadline: float = DEFAULT_DEADLINE,
-                   isolate: bool | None = None, keep: bool = False, within: Path | None = None) -> GradeReport:
+                   isolate: bool | None = None, keep: bool = False, within: Path | None = None,
+                   force_json: bool = False) -> GradeReport:
     """Grade one submission. ``isolate``: None means "when root"; True insists; False never isolates.
     ``within``: the student's folder, which the notebook must lie in (by default its own folder); it is read
-    once, never through a symbolic link, and only that copy is graded.
+    once, never through a symbolic link, and only that copy is graded. ``json_out`` replaces only a results
+    file (:class:`crashlab.outputs.OutputError` otherwise), or anything with ``force_json``.
 
     An interrupted grading (Ctrl-C, SIGTERM raised as KeyboardInterrupt) writes no results and re-raises.
     """
@@ -189,7 +191,7 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
             remove_scratch(workdir)
     report.seconds = time.time() - started
     if json_out:
-        write_results(report, Path(json_out))
+        write_results(report, Path(json_out), force=force_json)
     return report
 
 

@@ -18,9 +18,7 @@ if __name__ == "__main__":  # the grader's own process: nothing here checks "iri
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,6 +26,7 @@ from crashlab.grading.classroom import exercises
 from crashlab.grading.grade import grade_notebook
 from crashlab.grading.report import GradingError
 from crashlab.grading.submissions import lesson_master, masters_by_lesson, notebooks_in
+from crashlab.outputs import RESULTS, write_output
 
 MANIFEST = "grading.json"
 
@@ -87,12 +86,9 @@ def grade_submission(submission: Path, solutions: Path, deadline: float = 900.0)
 
 
 def write_atomically(results: dict, target: Path) -> None:
+    """The file Gradescope reads, in the folder it gives the autograder for it: whatever is there is replaced."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".results-", dir=target.parent)
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(results, indent=2) + "\n")
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, target)
+    write_output(target, json.dumps(results, indent=2) + "\n", RESULTS, force=True)
 
 
 def main(argv: list[str] | None = None) -> int:

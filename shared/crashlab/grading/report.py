@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from crashlab.outputs import RESULTS, write_output
 
 
 class GradingError(RuntimeError):
@@ -93,11 +94,7 @@ def without_grader_paths(text: str, folders: dict[str, str]) -> str:
     return text
 
 
-def write_results(report: GradeReport, target: Path) -> None:
-    """Atomically: a reader sees the old file or the whole new one, never a half-written one."""
-    target = target.resolve()
-    fd, tmp = tempfile.mkstemp(prefix=".results-", dir=target.parent)
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(report.as_dict(), indent=2) + "\n")
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, target)
+def write_results(report: GradeReport, target: Path, *, force: bool = False) -> None:
+    """Atomically: a reader sees the old file or the whole new one, never a half-written one. An existing
+    file that is not a results file (a notebook, a master) is refused (:mod:`crashlab.outputs`) unless ``force``."""
+    write_output(target, json.dumps(report.as_dict(), indent=2) + "\n", RESULTS, force=force)

@@ -21,6 +21,7 @@ import nbformat
 from crashlab.grading.batch import grade_batch
 from crashlab.grading.build import student_version
 from crashlab.grading.notebooks import grade_id, is_answer_cell, lesson_of, repo_root
+from crashlab.outputs import THROUGHPUT, write_output
 from crashlab.scratch import scratch_dir
 
 KINDS = ("master", "stub", "wrong")
@@ -65,8 +66,9 @@ class Throughput:
             lines.append(f"speed-up with --jobs {self.jobs}: {many['per_minute'] / one['per_minute']:.2f}x")
         return "\n".join(lines)
 
-    def write_json(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(asdict(self), indent=1) + "\n")
+    def write_json(self, path: str | Path, *, force: bool = False) -> None:
+        """Atomically; an existing file of another kind is refused (:mod:`crashlab.outputs`) unless ``force``."""
+        write_output(path, json.dumps(asdict(self), indent=1) + "\n", THROUGHPUT, force=force)
 
 
 def run_throughput(lesson: str = "01", submissions: int = 6, jobs: int = 2, loop: bool = True,

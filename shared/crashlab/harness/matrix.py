@@ -20,6 +20,7 @@ from crashlab.harness.verdicts import BASELINE, EXPECTATIONS, FAILURE_EXPECTATIO
 from crashlab.launcher import WarmLauncher, kept_launcher
 from crashlab.order import ORDER_ID, TOOL_ORDER, check_crash_point, check_failure, default_points, failure_path, \
     failure_points
+from crashlab.outputs import MATRIX, write_output
 from crashlab.scratch import remove_scratch
 from crashlab.world import World
 
@@ -235,8 +236,9 @@ class Matrix:
 
     __repr__ = __str__
 
-    def write_json(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.as_dict(), indent=2) + "\n")
+    def write_json(self, path: str | Path, *, force: bool = False) -> None:
+        """Atomically; an existing file other than a matrix is refused (:mod:`crashlab.outputs`) unless ``force``."""
+        write_output(path, json.dumps(self.as_dict(), indent=2) + "\n", MATRIX, force=force)
 
 
 def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str = ORDER_ID, *,

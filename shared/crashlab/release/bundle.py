@@ -26,6 +26,7 @@ import nbformat
 
 from crashlab.grading.gradescope import MANIFEST
 from crashlab.grading.notebooks import lesson_of, repo_root
+from crashlab.outputs import BUNDLE, ENCRYPTED_BUNDLE, check_replaceable, replace_with
 from crashlab.release.files import TEMPLATES, library_files
 
 BUNDLE_README = """# Grading bundle -- instructors only
@@ -59,11 +60,14 @@ def _add(archive: zipfile.ZipFile, name: str, data: bytes, executable: bool = Fa
     archive.writestr(info, data)
 
 
-def build_autograder(out: Path, notebooks: list[str] | None = None, root: Path | None = None) -> list[Path]:
-    """Write the bundle to ``out`` (atomically); returns the masters it grades."""
+def build_autograder(out: Path, notebooks: list[str] | None = None, root: Path | None = None, *,
+                     force: bool = False) -> list[Path]:
+    """Write the bundle to ``out`` (atomically); returns the masters it grades. An existing ``out`` that is not
+    a bundle is refused (:class:`crashlab.outputs.OutputError`) unless ``force``."""
     root = root or repo_root()
     graded, carried = masters_for(notebooks, root / "solutions")
-    out = Path(out).resolve()
+    check_replaceable(out, BUNDLE, force=force)
+    out = Path(out).absolute()
     fd, tmp = tempfile.mkstemp(prefix=".autograder-", suffix=".zip", dir=out.parent)
     os.close(fd)
     try:
@@ -79,21 +83,34 @@ def build_autograder(out: Path, notebooks: list[str] | None = None, root: Path |
             for master in carried:
                 _add(archive, f"solutions/{master.name}", master.read_bytes())
         os.chmod(tmp, 0o600)  # the masters are in it
-        os.replace(tmp, out)
+        replace_with(tmp, out, BUNDLE, force=force)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return graded
 
 
-def encrypt(bundle: Path, key_file: Path) -> Path:
+def encrypted_name(bundle: Path) -> Path:
+    return bundle.with_name(bundle.name + ".enc")
+
+
+def encrypt(bundle: Path, key_file: Path, *, force: bool = False) -> Path:
     """``bundle`` encrypted with the key in ``key_file`` (a new random key is written there if it does not
-    exist); returns the ``.enc`` file. The classroom workflow decrypts it with ``openssl`` too."""
+    exist); returns the ``.enc`` file, which replaces only an earlier encrypted bundle (or anything, with
+    ``force``). The classroom workflow decrypts it with ``openssl`` too."""
+    target = encrypted_name(bundle)
+    check_replaceable(target, ENCRYPTED_BUNDLE, force=force)
     if not key_file.exists():
         fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_urlsafe(32) + "\n")
-    target = bundle.with_name(bundle.name + ".enc")
-    subprocess.run([*OPENSSL, "-in", str(bundle), "-out", str(target), "-pass", f"file:{key_file}"], check=True,
-                   capture_output=True)
+    fd, made = tempfile.mkstemp(prefix=".autograder-", suffix=".enc", dir=target.absolute().parent)
+    os.close(fd)
+    try:
+        subprocess.run([*OPENSSL, "-in", str(bundle), "-out", made, "-pass", f"file:{key_file}"], check=True,
+                       capture_output=True)
+        replace_with(made, target, ENCRYPTED_BUNDLE, force=force)
+    except BaseException:
+        Path(made).unlink(missing_ok=True)
+        raise
     return target

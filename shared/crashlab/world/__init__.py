@@ -11,10 +11,7 @@ import json
 import os
 import re
 import secrets
-import select
-import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -23,17 +20,13 @@ import time
 from pathlib import Path
 
 from crashlab.order import ORDER_ID
-from crashlab.processes import kill_group, kill_groups
+from crashlab.processes import kill_group, kill_groups, read_line, signal_group
 from crashlab.sandbox import give
 from crashlab.scratch import remove_scratch
+from crashlab.world.errors import WorldError
+from crashlab.world.folder import AGENT_DIR, LEDGERS, LOG_FILE, READY_FILE, empty_world_folder, take_folder
 from crashlab.world.ledger import LedgerError
 
-READY_FILE = "world.json"
-# Written by the world into a state folder it takes, so it only ever empties a folder it made its own.
-MARKER = ".crashlab-world"
-# What a world leaves in its folder. A folder holding these and nothing else, its log among them, was made
-# by a world of a version before the marker, and is taken as the world's own.
-_WORLD_FILES = {MARKER, READY_FILE, "world.tmp", "world.log", "ledgers", "agent"}
 KEY_LEASE = 5.0  # seconds an idempotency key stays in flight before a retry may take it over
 
 # Environment variables an agent process reads. The harness and World.env() set them.
@@ -42,10 +35,6 @@ ENV_SERVICES_URL = "CRASHLAB_SERVICES_URL"
 ENV_STATE_DIR = "CRASHLAB_STATE_DIR"
 # Set by the grader: a folder only trusted processes can read, where worlds keep their ledgers.
 ENV_PRIVATE_DIR = "CRASHLAB_PRIVATE_DIR"
-
-
-class WorldError(RuntimeError):
-    """The world could not be started, reached or stopped. The message says what to do."""
 
 
 def _is_seconds(arg) -> bool:
@@ -89,10 +78,12 @@ class World:
 
         The world deletes nothing it did not create. ``state_dir`` must not exist, be empty, or be a folder
         a world made (it carries the marker file ``.crashlab-world``); anything else -- a folder of the
-        learner's, a file, a read-only folder -- is refused with a :class:`WorldError` that says what to do.
+        learner's, one that only looks like a world's, a file, a read-only folder -- is refused with a
+        :class:`WorldError` that says what to do.
 
-        ``fresh=True`` empties the world's folder first: a clean world whose audit shows only what comes
-        next. ``fresh=False`` (``crashlab world start --keep``) restarts a world on its own state: the ledgers,
+        ``fresh=True`` deletes the world's own files first, by name (its log, ledgers and the agents' state in
+        ``agent/``; see :mod:`crashlab.world.folder`), leaving anything else in the folder: a clean world whose
+        audit shows only what comes next. ``fresh=False`` (``crashlab world start --keep``) restarts a world on its own state: the ledgers,
         armed faults and agents' state of the last world in that folder are kept, as after a real outage of
         the services. Without ``state_dir`` the world lives in a scratch folder that :meth:`stop` removes.
 
@@ -114,22 +105,22 @@ class World:
                              f"got {key_lifetime!r}")
         scratch = not state_dir  # None or "": a scratch folder, as before
         state_dir = Path(tempfile.mkdtemp(prefix="crashlab-world-") if scratch else state_dir).resolve()
-        _take_folder(state_dir)
+        take_folder(state_dir)
         ready = state_dir / READY_FILE
         running = cls._from_ready_file(state_dir) if ready.exists() else None
         if running is not None:  # checked before emptying: never pull the ledgers from under a live world
             raise WorldError(f"a world is already running in {state_dir} (pid {running.pid}); "
                              f"use World.attach({str(state_dir)!r}) or stop it first")
         if fresh:
-            _empty_folder(state_dir)
-        (state_dir / "agent").mkdir(exist_ok=True)
+            empty_world_folder(state_dir)
+        (state_dir / AGENT_DIR).mkdir(exist_ok=True)
         ready.unlink(missing_ok=True)
         token = secrets.token_hex(16)
         private = os.environ.get(ENV_PRIVATE_DIR)
         if private:  # grading: the server makes its ledger folder itself, where agents cannot reach
             ledgers, ready_arg = Path(private) / f"world-{token[:12]}", []
         else:
-            ledgers, ready_arg = state_dir / "ledgers", ["--ready-file", str(ready)]
+            ledgers, ready_arg = state_dir / LEDGERS, ["--ready-file", str(ready)]
         cmd = [sys.executable, "-P", "-m", "crashlab.world.server", "--state", str(ledgers), "--port", str(port),
                "--key-lease", str(key_lease), *ready_arg]
         if key_lifetime is not None:
@@ -138,18 +129,18 @@ class World:
             cmd += ["--parent-pid", str(os.getpid())]
         give(state_dir)  # while grading as root, the agents (the sandbox user) keep their state here
         # O_NOFOLLOW: while grading, this folder belongs to the student, who may have planted a symlink
-        log = os.fdopen(os.open(state_dir / "world.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644),
+        log = os.fdopen(os.open(state_dir / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644),
                         "ab")
         env = {k: v for k, v in os.environ.items() if k != "CRASHLAB_SANDBOX"}
         env["CRASHLAB_WORLD_TOKEN"] = token
         process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
                                    start_new_session=True, env=env)
         log.close()
-        line = _read_line(process.stdout, timeout)
+        line = read_line(process.stdout, timeout)
         if not line:
             process.kill()
             process.wait()
-            tail = (state_dir / "world.log").read_text(errors="replace")[-800:]
+            tail = (state_dir / LOG_FILE).read_text(errors="replace")[-800:]
             if scratch:
                 remove_scratch(state_dir)
             raise WorldError(f"the world server did not start (exit code {process.returncode}):\n{tail}")
@@ -201,7 +192,7 @@ class World:
             if self._process.stdout is not None:
                 self._process.stdout.close()
             if self._process.poll() is None:  # not reaped: its pid, which leads its group, is still its own
-                _signal_group(self.pid, signal.SIGTERM)
+                signal_group(self.pid, signal.SIGTERM)
                 try:
                     self._process.wait(timeout)
                 except subprocess.TimeoutExpired:
@@ -212,7 +203,7 @@ class World:
                         pass
             self._process = None
         elif self.is_alive():  # started elsewhere: signal it only if its pid still answers on its port
-            _signal_group(self.pid, signal.SIGTERM)
+            signal_group(self.pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout
             while self.is_alive() and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -243,12 +234,12 @@ class World:
 
     @property
     def ledger_dir(self) -> Path:
-        return self._ledger_dir or self.state_dir / "ledgers"
+        return self._ledger_dir or self.state_dir / LEDGERS
 
     @property
     def agent_dir(self) -> Path:
         """Where agents keep their own durable state."""
-        return self.state_dir / "agent"
+        return self.state_dir / AGENT_DIR
 
     def env(self, **extra: str) -> dict[str, str]:
         """The environment for an agent process: the endpoints and its state directory. Nothing in it
@@ -395,78 +386,6 @@ def _check_order_id(what: str, order_id) -> None:
 
     if not (isinstance(order_id, str) and re.fullmatch(ORDER_ID_PATTERN, order_id)):
         raise ValueError(f"{what} needs an order id such as {ORDER_ID}, got {order_id!r}")
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    """Send ``sig`` to the group ``pid`` leads (a world's server starts a session of its own); to ``pid`` alone
-    if it leads none, such as a server started by hand from a shell."""
-    try:
-        if os.getpgid(pid) == pid:
-            os.killpg(pid, sig)
-        else:
-            os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _take_folder(state_dir: Path) -> None:
-    """Make ``state_dir`` the world's, deleting nothing: create it if need be and write the marker, or
-    refuse (one line, saying what to do) a file, a read-only folder or a folder that is not the world's."""
-    try:
-        if state_dir.exists() and not state_dir.is_dir():
-            raise WorldError(f"{state_dir} is a file: name a new or empty folder for the world's state")
-        state_dir.mkdir(parents=True, exist_ok=True)
-        entries = {entry.name for entry in os.scandir(state_dir)}
-        if entries and not _made_by_a_world(state_dir, entries):
-            raise WorldError(f"{state_dir} is not empty and was not made by a world, which never deletes what it "
-                             f"did not create: name a new or empty folder for its state, such as .crashlab/world")
-        # Root may write anywhere: a folder with no write bit at all is read-only on purpose, for root too.
-        if not os.access(state_dir, os.W_OK) or not state_dir.stat().st_mode & 0o222:
-            raise WorldError(f"{state_dir} is read-only: name a folder the world can write to")
-        fd = os.open(state_dir / MARKER, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "w") as marker:
-            marker.write("This folder belongs to a crashlab world, which empties it when it starts afresh.\n")
-    except OSError as exc:
-        raise WorldError(f"cannot use {state_dir} for the world's state ({exc.strerror or exc}): "
-                         f"name a new or empty folder the world can write to") from None
-
-
-def _made_by_a_world(state_dir: Path, entries: set[str]) -> bool:
-    if MARKER in entries:
-        return stat.S_ISREG(os.lstat(state_dir / MARKER).st_mode)
-    return ("world.log" in entries and entries <= _WORLD_FILES
-            and stat.S_ISREG(os.lstat(state_dir / "world.log").st_mode))
-
-
-def _empty_folder(state_dir: Path) -> None:
-    """Delete everything in the world's own folder but its marker (symlinks are removed, not followed)."""
-    try:
-        for entry in os.scandir(state_dir):
-            if entry.name == MARKER:
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path)
-            else:
-                os.unlink(entry.path)
-    except OSError as exc:
-        raise WorldError(f"cannot empty the world's folder {state_dir} ({exc.strerror or exc}): "
-                         f"remove it, or start the world in a new folder") from None
-
-
-def _read_line(stream, timeout: float) -> bytes:
-    """One line from a pipe, or b'' if none arrives within ``timeout`` seconds (or the pipe closes)."""
-    deadline = time.monotonic() + timeout
-    data = b""
-    fd = stream.fileno()
-    while not data.endswith(b"\n"):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
-            return b""
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            return b""
-        data += chunk
-    return data
 
 
 __all__ = ["World", "WorldError", "KEY_LEASE", "LedgerError", "ENV_MODEL_URL", "ENV_SERVICES_URL", "ENV_STATE_DIR", "ENV_PRIVATE_DIR"]

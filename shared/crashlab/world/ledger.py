@@ -16,6 +16,8 @@ from pathlib import Path
 SERVICE_LEDGERS = {"payments": "payments.db", "inventory": "inventory.db", "email": "email.db"}
 MODEL_LEDGER = "model.db"
 CONTROL_LEDGER = "control.db"
+# Every file the world keeps its ledgers in: a fresh world deletes these, by name, and nothing else.
+LEDGER_FILES = (*SERVICE_LEDGERS.values(), MODEL_LEDGER, CONTROL_LEDGER)
 
 _SERVICE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS effects (
