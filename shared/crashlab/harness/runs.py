@@ -169,7 +169,7 @@ class _Running:
 
     def finish(self, timeout: float, crash_world: World | None = None) -> ProcessRun:
         """Wait for the process (its whole group dies at ``timeout``). With ``crash_world``, watch the
-        world: once it reports the armed point reached, make sure the process group is dead."""
+        world: once it reports the armed point reached (it has killed the run), make sure the process is dead."""
         timed_out, crashed = False, None
         deadline = self.started + timeout
         try:
