@@ -21,11 +21,12 @@ import httpx
 import nbformat
 import pytest
 
-from crashlab import runscope, sandbox as sandboxes
+from crashlab import runscope
 from crashlab.grading.grade import grade_notebook
 from crashlab.grading.notebooks import grade_id
 from crashlab.harness import BASELINE, crash_row, run_agent
 from crashlab.runscope import RunScope
+from crashlab.sandbox_slot import SandboxSlot
 from crashlab.world import World, WorldError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -299,7 +300,7 @@ def test_the_crash_kills_the_whole_run_whatever_session_its_processes_moved_to(m
     survivors: list[int] = []
     try:
         (folder / "family_agent.py").write_text(FAMILY_AGENT)
-        with sandboxes.SandboxSlot(folder / "home") if isolated else contextlib.nullcontext() as sandbox:
+        with SandboxSlot(folder / "home") if isolated else contextlib.nullcontext() as sandbox:
             if sandbox is not None:
                 sandbox.own(folder)
                 os.chmod(folder, 0o770)

@@ -27,6 +27,7 @@ What marks a run, strongest first (where several are there, a process must carry
 from __future__ import annotations
 
 import os
+import pwd
 import secrets
 import signal
 import time
@@ -34,8 +35,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from crashlab.process_tree import descendants, process_table
 from crashlab.processes import kill_tree
-from crashlab.sandbox import descendants
+from crashlab.sandbox import kill_every_process_of
 
 CGROUP_PARENT = "crashlab-runs"  # the folder of the runs' cgroups, under the cgroup v2 hierarchy's root
 
@@ -86,14 +88,14 @@ class RunScope:
         if self.by_tree:
             if self.leader is None:
                 return set()
-            table = _process_table()
-            found = {pid for pid, (sid, _) in table.items() if sid == self.leader} | set(descendants(self.leader))
+            table = process_table()
+            found = {pid for pid, (_, sid, _) in table.items() if sid == self.leader} | set(descendants(self.leader))
             return found | ({self.leader} if self.leader in table else set())
         found = None
         if self.cgroup is not None:
             found = _cgroup_members(self.cgroup)
         if self.uid is not None:
-            of_uid = {pid for pid, (_, uid) in _process_table().items() if uid == self.uid}
+            of_uid = {pid for pid, (_, _, uid) in process_table().items() if uid == self.uid}
             found = of_uid if found is None else found & of_uid
         return found
 
@@ -206,43 +208,17 @@ def _cgroup_members(path: str) -> set[int]:
         return set()
 
 
-# --- users and sessions -----------------------------------------------------------------------------------------
+# --- users ------------------------------------------------------------------------------------------------------
 def kill_user(uid: int, timeout: float = 5.0) -> None:
-    """SIGKILL every process of ``uid`` (we are root): ``kill(-1)`` sent by a child that became ``uid``. The
-    kernel signals them all in one pass that no fork escapes, where a list of pids, killed one by one, misses
-    a process that forked meanwhile. Repeated until none is left (a process may be between exec and exit)."""
+    """SIGKILL every process of the crash user ``uid`` (we are root), as the user itself: ``kill(-1)`` reaches
+    them all in one pass that no fork escapes (:func:`crashlab.sandbox.kill_every_process_of`); again while one
+    is still listed (between its signal and its exit)."""
+    gid = pwd.getpwuid(uid).pw_gid
     deadline = time.monotonic() + timeout
-    while True:
-        child = os.fork()
-        if child == 0:  # only system calls here: the parent may be a server with threads
-            try:
-                os.setresuid(uid, uid, uid)
-                os.kill(-1, signal.SIGKILL)
-            finally:
-                os._exit(0)
-        os.waitpid(child, 0)
-        if not any(owner == uid for _, owner in _process_table().values()) or time.monotonic() > deadline:
-            return
+    kill_every_process_of(uid, gid)
+    while any(owner == uid for _, _, owner in process_table().values()) and time.monotonic() < deadline:
         time.sleep(0.02)
-
-
-def _process_table() -> dict[int, tuple[int, int]]:
-    """pid -> (session id, real uid) of every live process. The real uid, from /proc/PID/status: the owner of
-    /proc/PID is the effective uid, and root for a process that made itself undumpable."""
-    table = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            with open(f"/proc/{entry}/status", "rb") as f:
-                uid_line = next(line for line in f if line.startswith(b"Uid:"))
-        except (OSError, IndexError, StopIteration):
-            continue
-        if fields[0] != b"Z":
-            table[int(entry)] = (int(fields[3]), int(uid_line.split()[1]))
-    return table
+        kill_every_process_of(uid, gid)
 
 
 def _kill(pid: int) -> None:
