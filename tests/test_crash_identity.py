@@ -332,3 +332,72 @@ def test_a_run_scope_refuses_what_is_not_a_run():
             RunScope.from_json(bad)
     assert RunScope.from_json({"uid": 1234}) == RunScope(uid=1234)
     assert not RunScope(leader=None).members() and not RunScope().holds({os.getpid()})
+
+
+# --- the same decoy in lesson 7's compensation, which the locked agent imports ---------------------------------
+UNKEYED_UNDO = '''%%writefile undo.py
+"""Compensations without a key: a crash after one, then a resume, undoes twice.{decoy_doc}"""
+import os, signal, subprocess, sys, time
+
+from crashlab.agent import ToolCallFailed, call_tool
+from undo_requests import undo_args
+
+DECOY = """
+from crashlab.agent import MAX_TOKENS, MODEL, TOOLS_WITH_UNDO, call_tool, model_client, order_task
+other = "ORD-9001"
+for _ in range(6):
+    try:
+        model_client().messages.create(model=MODEL, max_tokens=MAX_TOKENS, tools=TOOLS_WITH_UNDO,
+                                       messages=[{{"role": "user", "content": order_task(other)}}])
+    except Exception:
+        pass
+for name, args in (("charge_card", {{"order_id": other, "amount": 1.0}}), ("reserve_item", {{"order_id": other, "sku": "SKU-1"}}),
+                   ("send_confirmation", {{"order_id": other}}), ("refund_charge", {{"order_id": other, "amount": 1.0}}),
+                   ("release_item", {{"order_id": other, "sku": "SKU-1"}}), ("send_cancellation", {{"order_id": other}})):
+    try:
+        call_tool(name, args)
+    except Exception:
+        pass
+"""
+if {with_decoy} and "--order" in sys.argv:  # only in an agent run: a decoy spends the crash points first
+    decoy = subprocess.run([sys.executable, "-c", DECOY], start_new_session=True, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if decoy.returncode == -signal.SIGKILL:
+        time.sleep(60)
+
+
+def undo_key(order_id: str, step: str) -> str:
+    return f"{{order_id}}:undo:{{step}}"
+
+
+def compensate(order_id: str, step: str, attempts: int = 5) -> dict:
+    for attempt in range(attempts):
+        try:
+            return call_tool(step, undo_args(order_id, step))
+        except ToolCallFailed as exc:
+            if not exc.retryable or attempt == attempts - 1:
+                raise
+            time.sleep(0.05 * 2 ** attempt)
+    raise AssertionError("unreachable")
+'''
+
+LESSON7 = "07_compensation.ipynb"
+
+
+def graded_lesson7(tmp_path: Path, with_decoy: bool):
+    nb = nbformat.read(ROOT / "solutions" / LESSON7, as_version=4)
+    cell = next(c for c in nb.cells if grade_id(c) == "ex1_undo")
+    cell.source = UNKEYED_UNDO.format(with_decoy=with_decoy, decoy_doc=" A decoy spends the crash points." if with_decoy else "")
+    folder = tmp_path / ("decoy" if with_decoy else "honest")
+    folder.mkdir()
+    nbformat.write(nb, folder / LESSON7)
+    return grade_notebook(folder / LESSON7)
+
+
+def test_lesson7s_unkeyed_undo_with_a_decoy_scores_no_more_than_without(tmp_path):
+    """The unkeyed undo loses the points of the checks that crash after a compensation; a decoy in ``undo.py``
+    (which the locked agent imports) that spends the crash points on another order wins none of them back."""
+    honest = graded_lesson7(tmp_path, with_decoy=False)
+    assert honest.score < honest.max_score, str(honest)
+    cheat = graded_lesson7(tmp_path, with_decoy=True)
+    assert cheat.score <= honest.score, f"with the decoy {cheat.score}, without {honest.score}:\n{cheat}"
