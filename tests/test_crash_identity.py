@@ -196,8 +196,6 @@ def test_a_crash_point_is_armed_for_an_order_and_a_run_or_refused(tmp_path):
             world.arm_crash("before:charge_card")
         with pytest.raises(ValueError, match="order id"):
             world.arm_crash("before:charge_card", "8842", RunScope(leader=1))
-        with pytest.raises(WorldError, match="unknown tool"):
-            world.arm_crash("before:charge", "ORD-8842", RunScope(leader=1))
         with pytest.raises(WorldError, match="crashlab-runs"):
             world.arm_crash("before:charge_card", "ORD-8842", RunScope(cgroup="/sys/fs/cgroup"))
         with pytest.raises(WorldError, match="positive integer"):

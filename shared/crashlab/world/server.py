@@ -21,7 +21,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from crashlab.order import ORDER_ID_PATTERN, FAILURE_REASONS, check_crash_point
+from crashlab.order import ORDER_ID_PATTERN, FAILURE_REASONS
 from crashlab.world import ledger, policy
 from crashlab.runscope import RunScope
 from crashlab.world.crashes import CrashPlan, Requester
@@ -148,8 +148,7 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
             self._send(200, {"ok": True})
             return
         try:
-            point = check_crash_point(point) if isinstance(point, str) else point  # one that a run can reach
-            if not isinstance(point, str):
+            if not (isinstance(point, str) and point):
                 raise ValueError(f"point must be a crash point such as before:charge_card, got {point!r}")
             if not (isinstance(order_id, str) and re.fullmatch(ORDER_ID_PATTERN, order_id)):
                 raise ValueError(f"order_id must be an order id such as ORD-8842, got {order_id!r}")
