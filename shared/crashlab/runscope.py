@@ -159,7 +159,9 @@ def make_cgroup() -> str | None:
     root = cgroup_root()
     if root is None or os.geteuid() != 0:
         return None
-    path = os.path.join(root, CGROUP_PARENT, f"run-{secrets.token_hex(6)}")
+    parent = os.path.join(root, CGROUP_PARENT)
+    _remove_stale(parent)
+    path = os.path.join(parent, f"run-{secrets.token_hex(6)}")
     try:
         os.makedirs(path, mode=0o755)
     except OSError:
@@ -184,9 +186,10 @@ def kill_cgroup(path: str) -> None:
         pass
 
 
-def remove_cgroup(path: str, timeout: float = 5.0) -> None:
-    """Kill what is left in the cgroup, wait until it is empty, and remove it (a cgroup with a process
-    cannot be removed)."""
+def remove_cgroup(path: str, timeout: float = 0.5) -> None:
+    """Kill what is left in the cgroup, wait a moment until it is empty, and remove it. A killed process that
+    nobody has reaped yet (an orphan of a grader that is a subreaper) keeps its cgroup busy for a while: rather
+    than hold up the run, such a cgroup is left, empty, for a later :func:`make_cgroup` to remove."""
     deadline = time.monotonic() + timeout
     while True:
         kill_cgroup(path)
@@ -199,6 +202,22 @@ def remove_cgroup(path: str, timeout: float = 5.0) -> None:
             if time.monotonic() > deadline:
                 return
             time.sleep(0.02)
+
+
+def _remove_stale(parent: str, age: float = 600.0) -> None:
+    """Remove the runs' cgroups that are empty and older than ``age`` seconds (left by :func:`remove_cgroup`, or
+    by a harness killed mid-run). A live run's cgroup is never that old and empty: it is made just before its
+    first process starts, which joins it at once."""
+    try:
+        entries = [entry for entry in os.scandir(parent) if entry.name.startswith("run-")]
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if time.time() - entry.stat().st_mtime > age and "populated 0" in Path(entry.path, "cgroup.events").read_text():
+                os.rmdir(entry.path)
+        except OSError:
+            continue
 
 
 def _cgroup_members(path: str) -> set[int]:
