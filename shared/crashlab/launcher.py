@@ -140,7 +140,10 @@ class WarmLauncher:
                     return None
                 self._cond.wait(remaining)
 
-    def spawn(self, argv: list[str], cwd: str | Path, env: dict[str, str], stdout: Path, stderr: Path) -> WarmProcess:
+    def spawn(self, argv: list[str], cwd: str | Path, env: dict[str, str], stdout: Path, stderr: Path,
+              cgroup: str | None = None) -> WarmProcess:
+        """Fork one agent process; ``cgroup``: the run's cgroup, joined before any agent code runs
+        (see :mod:`crashlab.runscope`)."""
         request_id = f"r{time.monotonic_ns()}-{threading.get_ident()}"
         from dataclasses import asdict
 
@@ -148,7 +151,8 @@ class WarmLauncher:
 
         sandbox = current() if os.geteuid() == 0 else None  # the child drops to it right after the fork
         request = {"id": request_id, "argv": [str(a) for a in argv], "cwd": str(cwd), "env": env,
-                   "stdout": str(stdout), "stderr": str(stderr), "sandbox": sandbox and asdict(sandbox)}
+                   "stdout": str(stdout), "stderr": str(stderr), "sandbox": sandbox and asdict(sandbox),
+                   "cgroup": cgroup}
         with self._lock:
             os.write(self._req_write, (json.dumps(request) + "\n").encode())
         reply = self._await(lambda: self._replies.pop(request_id, None), 30)
@@ -225,8 +229,13 @@ def _run_child(request: dict) -> None:
     """In the forked child: become the agent process, run the file as __main__, exit. Never returns."""
     code = 1
     try:
-        os.setsid()  # a session and process group of its own: the world kills the whole group
+        os.setsid()  # a session and process group of its own
         from crashlab.sandbox import Sandbox, apply_limits
+
+        if request.get("cgroup"):  # the run's mark, before it drops to the sandbox user (who could not join)
+            from crashlab.runscope import join_cgroup
+
+            join_cgroup(request["cgroup"])
 
         if request.get("sandbox"):
             Sandbox(**request["sandbox"]).demote()  # never run a student's agent as root

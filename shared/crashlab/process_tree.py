@@ -41,14 +41,29 @@ def become_subreaper(on: bool = True) -> None:
         reap()
 
 
+def process_table() -> dict[int, tuple[int, int, int]]:
+    """pid -> (parent pid, session id, real uid) of every live process (zombies left out). The real uid, from
+    /proc/PID/status: the owner of /proc/PID is the effective uid, and root for a process that made itself
+    undumpable, so an agent could not hide from a check of its uid that way."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            with open(f"/proc/{entry}/status", "rb") as f:
+                uid_line = next(line for line in f if line.startswith(b"Uid:"))
+            if fields[0] != b"Z":
+                table[int(entry)] = (int(fields[1]), int(fields[3]), int(uid_line.split()[1]))
+        except (OSError, IndexError, ValueError, StopIteration):
+            continue
+    return table
+
+
 def descendants(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
-    for pid, _ in all_processes():
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
+    for pid, (ppid, _, _) in process_table().items():
         children.setdefault(ppid, []).append(pid)
     found, todo = [], [root]
     while todo:

@@ -1,10 +1,11 @@
 """The crash harness: kill an agent at a named point, resume it in a new process, audit the world.
 
 For each crash point the harness starts a fresh world, arms the crash point *in the world*, runs
-``python AGENT.py --order ID`` (which is told nothing), and lets the world kill the agent's process
-group when it sees the request for that point. It then runs the same command again as a brand-new
-process and audits the world's ledgers. Whether a point was reached is what the world saw; a crash
-point that was never reached is a failure, not a pass.
+``python AGENT.py --order ID`` (which is told nothing), and lets the world kill the whole run -- every process it
+started, whatever session it moved to -- when one of the run's processes makes the request for that point for the
+order under test (:mod:`crashlab.runscope` says how a run is told apart from outside). It then runs the same command again as a brand-new
+process and audits the world's ledgers. Whether a point was reached is what the world saw, once the run's
+first process died of it; a crash point that was never reached is a failure, not a pass.
 
 Whatever an agent does, a row ends: every kill takes the agent's process group and everything it
 started (:mod:`crashlab.processes`), no wait is without a timeout, and every scratch folder the

@@ -70,7 +70,7 @@ def _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_cra
         if failing is not None:
             world.fail_permanently(order_id, *failing)
         for name, times, arg in faults or []:
-            world.inject(name, times, arg)
+            world.inject(name, times, arg, order_id=order_id)  # the order's own: a decoy's requests leave them
         runs: list[ProcessRun] = []
         problems: list[str] = []
         reached = True
@@ -81,7 +81,9 @@ def _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_cra
             runs.append(run)
             if run.crashed_at != crash_point:
                 reached = False
-                if run.timed_out:
+                if run.crash_note:
+                    why = run.crash_note
+                elif run.timed_out:
                     why = "the agent hung before reaching it"
                 elif run.returncode == 0:
                     why = "the agent finished without passing through it"

@@ -22,6 +22,7 @@ from pathlib import Path
 from crashlab import processes, sandbox as sandboxes
 from crashlab.launcher import WarmLauncher
 from crashlab.order import ORDER_ID
+from crashlab.runscope import RunScope, run_scope
 from crashlab.scratch import remove_scratch
 from crashlab.world import World
 
@@ -37,7 +38,8 @@ class ProcessRun:
     stdout: str
     stderr: str
     timed_out: bool = False
-    crashed_at: str | None = None  # the crash point the world saw this process reach, if any
+    crashed_at: str | None = None  # the crash point the world saw this run reach, and that killed this process
+    crash_note: str | None = None  # why a point the world saw does not count as this run's crash, if it does not
 
     @property
     def killed(self) -> bool:
@@ -79,8 +81,9 @@ def run_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, cras
               launcher: WarmLauncher | None = None, args: list[str] | None = None) -> ProcessRun:
     """Run ``python AGENT --order ORDER_ID`` once as a new process, in the agent file's directory.
 
-    With ``crash_at`` the world is armed first, and kills the process when it sees the request for that
-    point; ``ProcessRun.crashed_at`` then says what the world saw. With a
+    With ``crash_at`` the world is armed first, for ``order_id`` and this run alone (its processes are marked
+    from outside: :mod:`crashlab.runscope`), and kills the whole run when one of them makes the request for that
+    point; ``ProcessRun.crashed_at`` then says what the world saw, once the run's first process died of it. With a
     :class:`~crashlab.launcher.WarmLauncher` the process is forked from a warm interpreter instead of
     starting a new one; either way it is a new process that is killed for real.
     """
@@ -88,10 +91,14 @@ def run_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, cras
         return start_agent(agent, world, order_id, extra_env=extra_env, launcher=launcher, args=args).finish(timeout)
     # A crashed run takes every process it started with it, as a machine that crashes does (see
     # crashlab.sandbox.crash_user): nothing it forked off can finish the order behind the resume's back.
-    with sandboxes.crash_user(hand_back=(world.agent_dir, Path(agent).resolve().parent)):
-        world.arm_crash(crash_at)
+    with sandboxes.crash_user(hand_back=(world.agent_dir, Path(agent).resolve().parent)) as row, \
+            run_scope(uid=row.uid if row is not None else None) as scope:
+        world.arm_crash(crash_at, order_id, scope)
         try:
-            running = start_agent(agent, world, order_id, extra_env=extra_env, launcher=launcher, args=args)
+            running = start_agent(agent, world, order_id, extra_env=extra_env, launcher=launcher, args=args,
+                                  scope=scope)
+            if scope.by_tree:
+                world.crash_run_started(running.process.pid)
             run = running.finish(timeout, crash_world=world)
         finally:
             world.arm_crash(None)
@@ -162,7 +169,7 @@ class _Running:
 
     def finish(self, timeout: float, crash_world: World | None = None) -> ProcessRun:
         """Wait for the process (its whole group dies at ``timeout``). With ``crash_world``, watch the
-        world: once it reports the armed point reached, make sure the process group is dead."""
+        world: once it reports the armed point reached (it has killed the run), make sure the process is dead."""
         timed_out, crashed = False, None
         deadline = self.started + timeout
         try:
@@ -185,8 +192,24 @@ class _Running:
         ended = time.time()
         if crash_world is not None and crashed is None:
             crashed = crash_world.crash_reached()
+        point, note = self._crash_of(crashed)
         return ProcessRun(self.process.pid, self.process.returncode, self.started, ended, stdout, stderr,
-                          timed_out, crashed["point"] if crashed else None)
+                          timed_out, point, note)
+
+    def _crash_of(self, crashed: dict | None) -> tuple[str | None, str | None]:
+        """The point the world saw, if it counts as this run's crash -- the run's first process was among those
+        the world killed, and died of SIGKILL -- else None and why not. A run that leaves a process behind and
+        ends (or was killed by the harness for its timeout) did not crash there, whatever that process reached."""
+        if not crashed:
+            return None, None
+        point, code = crashed["point"], self.process.returncode
+        if self.process.pid not in crashed.get("killed", ()):
+            ended = f"exited with code {code}" if code is not None and code >= 0 else "ended"
+            return None, (f"the world saw {point} from a process the run left behind, after its first process had "
+                          f"{ended}: a crash point counts only when it kills the run")
+        if code != -signal.SIGKILL:
+            return None, f"the world killed the run at {point}, but its first process ended otherwise (exit code {code})"
+        return point, None
 
     def running(self) -> bool:
         """True until the process has exited (or been killed)."""
@@ -215,10 +238,12 @@ class _Running:
 
 
 def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, extra_env: dict | None = None,
-                launcher: "WarmLauncher | str | None" = None, args: list[str] | None = None) -> _Running:
+                launcher: "WarmLauncher | str | None" = None, args: list[str] | None = None,
+                scope: RunScope | None = None) -> _Running:
     """Start one agent process in a process group of its own (as the sandbox user while grading).
     ``launcher``: a :class:`~crashlab.launcher.WarmLauncher`, or None (or ``"exec"``) for a new interpreter.
-    ``args`` replaces the default command line ``--order ORDER_ID``."""
+    ``args`` replaces the default command line ``--order ORDER_ID``. ``scope``: the run's mark, which the
+    process takes on before any of the agent's code runs (its cgroup, see :mod:`crashlab.runscope`)."""
     agent = Path(agent).resolve()
     argv = [str(a) for a in args] if args is not None else ["--order", order_id]
     env = sandboxes.child_env(world.env(**(extra_env or {})))
@@ -231,13 +256,14 @@ def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, ex
     if launcher is None or launcher == "exec":
         process = subprocess.Popen([sys.executable, str(agent), *argv], cwd=agent.parent, env=env,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                                   start_new_session=True, preexec_fn=sandboxes.preexec())
+                                   start_new_session=True,
+                                   preexec_fn=scope.preexec(sandboxes.preexec()) if scope else sandboxes.preexec())
         return _Running(process, started, None)
     output_dir = Path(tempfile.mkdtemp(prefix="agent-output-"))  # removed by _Running.finish()
     try:
         sandboxes.give(output_dir)
         process = launcher.spawn([str(agent), *argv], agent.parent, env, output_dir / "stdout",
-                                 output_dir / "stderr")
+                                 output_dir / "stderr", cgroup=scope.cgroup if scope else None)
     except BaseException:
         remove_scratch(output_dir)
         raise

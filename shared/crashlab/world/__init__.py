@@ -282,19 +282,28 @@ class World:
             raise WorldError(f"the world refused {method} /_admin/{path}: {reply.status_code} {reply.text[:200]}")
         return reply.json()
 
-    def arm_crash(self, point: str | None) -> None:
-        """Tell the world to kill the process that makes the request for ``point`` (see
-        :mod:`crashlab.world.crashes`); ``None`` disarms."""
-        self._admin("POST", "crash", json={"point": point})
+    def arm_crash(self, point: str | None, order_id: str = ORDER_ID, run=None) -> None:
+        """Tell the world to kill ``run`` (a :class:`crashlab.runscope.RunScope`) when one of its processes makes
+        the request for ``point`` for ``order_id`` (see :mod:`crashlab.world.crashes`); ``point=None`` disarms."""
+        if point is not None:
+            _check_order_id("arm_crash", order_id)
+            if run is None:
+                raise ValueError("arm_crash needs the run (a crashlab.runscope.RunScope) that may reach the point")
+        self._admin("POST", "crash", json={"point": point, "order_id": order_id, "run": run and run.as_json()})
+
+    def crash_run_started(self, pid: int) -> None:
+        """Name the armed run's first process, for a run that only its process tree marks."""
+        self._admin("POST", "crash/started", json={"pid": pid})
 
     def crash_reached(self) -> dict | None:
         """What the world saw of the armed crash point: ``None`` if it was not reached."""
         return self._admin("GET", "crash")["reached"]
 
-    def inject(self, fault: str, times: int = 1, arg: str | None = None) -> None:
+    def inject(self, fault: str, times: int = 1, arg: str | None = None, order_id: str | None = None) -> None:
         """Arm a fault: ``lost_ack:TOOL`` (commit, then drop the reply), ``latency:TOOL`` (arg: seconds
         in flight), ``refuse:TOOL`` (answer with the status in arg, 400 or 503 say, and do nothing),
         ``malformed_reply`` (arg: unknown_tool, missing_args or bad_type). TOOL may be an undo tool too.
+        With ``order_id`` only requests for that order meet it (and use it up); None: any order's.
         For a step that fails for good, see :meth:`fail_permanently`."""
         from crashlab.order import ALL_TOOLS
         from crashlab.world.policy import MALFORMED_REPLIES
@@ -309,7 +318,9 @@ class World:
             raise ValueError(f"malformed_reply needs arg= one of {MALFORMED_REPLIES}")
         if fault.startswith("refuse:") and not (arg is None or (str(arg).isdigit() and 400 <= int(arg) <= 599)):
             raise ValueError(f"{fault} needs arg= an HTTP error status such as '400' or '503', got {arg!r}")
-        self._admin("POST", "faults", json={"name": fault, "remaining": times, "arg": arg})
+        if order_id is not None:
+            _check_order_id("inject", order_id)
+        self._admin("POST", "faults", json={"name": fault, "remaining": times, "arg": arg, "order_id": order_id})
 
     def fail_permanently(self, order_id: str, tool: str, reason: str | None = None) -> None:
         """Make every call of ``tool`` for ``order_id`` fail for good, until :meth:`clear_failure`: the card
@@ -362,7 +373,7 @@ class World:
 
     def faults_left(self) -> dict[str, int]:
         """How many times each armed fault will still fire (a fault that fired once per request counts
-        the requests that reached it)."""
+        the requests that reached it); one order's fault is named ``NAME@ORDER``."""
         return {f["name"]: int(f["remaining"]) for f in self._admin("GET", "faults")["faults"]}
 
     def audit(self, order_id: str = ORDER_ID):

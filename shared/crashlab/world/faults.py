@@ -1,7 +1,9 @@
 """The world's faults, kept in its control ledger so that they outlive an agent's crash and a world's restart.
 
 - counted faults (``lost_ack:TOOL``, ``latency:TOOL``, ``refuse:TOOL``, ``malformed_reply``): each fires as many
-  times as it was armed for;
+  times as it was armed for, for one order or for any. The harness arms them for the order under test, so that
+  requests for another order (a decoy's, sent to use them up where they cost nothing) leave them armed; a
+  lesson that spreads one fault over several orders arms it for any;
 - *flaky*: until a wall-clock time, every request fails with a retryable status and does nothing;
 - permanent failures: every call of one tool for one order fails for good (a declined card, an item out of
   stock, a rejected address), until cleared.
@@ -29,19 +31,24 @@ class Faults:
         """A connection to the control ledger, closed when the block ends (each write commits on its own)."""
         return contextlib.closing(ledger.connect(self.path))
 
-    def set(self, name: str, remaining: int = 1, arg: str | None = None) -> None:
+    def set(self, name: str, remaining: int = 1, arg: str | None = None, order_id: str | None = None) -> None:
+        """Arm fault ``name`` for ``order_id`` (None: any order). One order's fault is kept as ``NAME@ORDER``, so
+        the control ledger of a world restarted with ``--keep`` needs no new column."""
         with self.lock, self._connection() as conn:
             conn.execute("INSERT OR REPLACE INTO faults(name, remaining, arg) VALUES (?, ?, ?)",
-                         (name, remaining, arg))
+                         (name if order_id is None else f"{name}@{order_id}", remaining, arg))
 
-    def take(self, name: str) -> str | None:
-        """Consume one firing of fault ``name``; return its argument ('' if none), or None if unarmed."""
+    def take(self, name: str, order_id: str | None) -> str | None:
+        """Consume one firing of fault ``name`` for a request for ``order_id`` -- the order's own first, then one
+        armed for any order; return its argument ('' if none), or None if unarmed."""
+        keys = [name] if order_id is None else [f"{name}@{order_id}", name]
         with self.lock, self._connection() as conn:
-            row = conn.execute("SELECT remaining, arg FROM faults WHERE name = ?", (name,)).fetchone()
-            if row is None or row["remaining"] <= 0:
-                return None
-            conn.execute("UPDATE faults SET remaining = remaining - 1 WHERE name = ?", (name,))
-            return row["arg"] or ""
+            for key in keys:
+                row = conn.execute("SELECT remaining, arg FROM faults WHERE name = ?", (key,)).fetchone()
+                if row is not None and row["remaining"] > 0:
+                    conn.execute("UPDATE faults SET remaining = remaining - 1 WHERE name = ?", (key,))
+                    return row["arg"] or ""
+            return None
 
     def all(self) -> list[dict]:
         with self._connection() as conn:

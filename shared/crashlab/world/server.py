@@ -23,7 +23,8 @@ from pathlib import Path
 
 from crashlab.order import ORDER_ID_PATTERN, FAILURE_REASONS
 from crashlab.world import ledger, policy
-from crashlab.world.crashes import CrashPlan
+from crashlab.runscope import RunScope
+from crashlab.world.crashes import CrashPlan, Requester
 from crashlab.world.faults import Faults
 from crashlab.world.services import SERVICES, ServiceRoutes, error_body
 
@@ -128,18 +129,44 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
         elif self.path == "/_admin/failures":
             self._set_failure(body)
         elif self.path == "/_admin/crash":
-            point = body.get("point") if isinstance(body, dict) else None
-            self.server.crashes.arm(point if isinstance(point, str) and point else None)  # type: ignore[attr-defined]
+            self._arm_crash(body)
+        elif self.path == "/_admin/crash/started":
+            leader = body.get("pid") if isinstance(body, dict) else None
+            if not (type(leader) is int and leader > 0):
+                self._error(400, "invalid_request_error", f"a run's first process is a pid, got {leader!r}")
+                return
+            self._crashes.started(leader)
             self._send(200, {"ok": True})
         else:
             self._error(404, "not_found_error", f"no route POST {self.path}")
 
+    def _arm_crash(self, body) -> None:
+        """``{"point", "order_id", "run"}``: arm a crash point for one order and one run; a null point disarms."""
+        point, order_id, run = (body.get(k) if isinstance(body, dict) else None for k in ("point", "order_id", "run"))
+        if point is None:
+            self._crashes.arm(None)
+            self._send(200, {"ok": True})
+            return
+        try:
+            if not (isinstance(point, str) and point):
+                raise ValueError(f"point must be a crash point such as before:charge_card, got {point!r}")
+            if not (isinstance(order_id, str) and re.fullmatch(ORDER_ID_PATTERN, order_id)):
+                raise ValueError(f"order_id must be an order id such as ORD-8842, got {order_id!r}")
+            self._crashes.arm(point, order_id, RunScope.from_json(run))
+        except ValueError as exc:
+            self._error(400, "invalid_request_error", f"crash point: {exc}")
+            return
+        self._send(200, {"ok": True})
+
     def _set_fault(self, body) -> None:
+        order_id = body.get("order_id") if isinstance(body, dict) else None
         if not isinstance(body, dict) or not isinstance(body.get("name"), str):
             self._error(400, "invalid_request_error", "a fault needs a name")
-            return
-        self.server.faults.set(body["name"], int(body.get("remaining", 1)), body.get("arg"))  # type: ignore[attr-defined]
-        self._send(200, {"ok": True})
+        elif not (order_id is None or (isinstance(order_id, str) and re.fullmatch(ORDER_ID_PATTERN, order_id))):
+            self._error(400, "invalid_request_error", f"a fault's order_id is an order id or null, got {order_id!r}")
+        else:
+            self.server.faults.set(body["name"], int(body.get("remaining", 1)), body.get("arg"), order_id)  # type: ignore[attr-defined]
+            self._send(200, {"ok": True})
 
     def _set_failure(self, body) -> None:
         """``{"order_id", "tool", "reason"}``: make a do step fail for good for one order; ``reason`` null clears
@@ -192,12 +219,16 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
         except policy.InvalidRequest as exc:
             self._error(400, "invalid_request_error", str(exc))
             return
-        op = self._crashes.next_model_op()
-        if self._crash("before", op):
+        try:  # the order the conversation is about, read as the policy reads it (None: the reply is a 400)
+            order_id = policy.order_from(messages)["order_id"]
+        except policy.InvalidRequest:
+            order_id = None
+        op = self._crashes.model_op(order_id, self._requester)
+        if self._crash("before", op, order_id):
             return
         try:
-            body = policy.reply(request, malformed=faults.take("malformed_reply"))
-            status, order_id, stop_reason = 200, policy.order_from(messages)["order_id"], body["stop_reason"]
+            body = policy.reply(request, malformed=faults.take("malformed_reply", order_id))
+            status, stop_reason = 200, body["stop_reason"]
         except policy.InvalidRequest as exc:
             body = {"type": "error", "error": {"type": "invalid_request_error", "message": str(exc)}}
             status, order_id, stop_reason = 400, None, None
@@ -217,7 +248,7 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
             conn.execute("COMMIT")
         finally:
             conn.close()
-        if status == 200 and self._crash("after", op):
+        if status == 200 and self._crash("after", op, order_id):
             return
         self._send(status, body)
 
@@ -225,9 +256,17 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
     def _crashes(self) -> CrashPlan:
         return self.server.crashes  # type: ignore[attr-defined]
 
-    def _crash(self, when: str, op: str) -> bool:
-        """If the harness armed ``when:op``, kill the requesting process here and send nothing."""
-        if self._crashes.fire(when, op, self.client_address[1], self.server.server_address[1]):
+    @property
+    def _requester(self) -> Requester:
+        """Who holds this connection, looked up at most once (a handler serves one connection)."""
+        if getattr(self, "_requester_found", None) is None:
+            self._requester_found = Requester(self.client_address[1], self.server.server_address[1])
+        return self._requester_found
+
+    def _crash(self, when: str, op: str | None, order_id: str | None) -> bool:
+        """If the harness armed ``when:op`` for ``order_id`` and the run that sent this request, kill the run
+        here and send nothing."""
+        if self._crashes.fire(when, op, order_id, self._requester):
             self.close_connection = True
             return True
         return False
@@ -260,14 +299,9 @@ def serve(state_dir: Path, port: int = 0, ready_file: Path | None = None, parent
     server.key_lease = key_lease  # type: ignore[attr-defined]
     server.key_lifetime = key_lifetime  # type: ignore[attr-defined]
     server.token = os.environ.pop(ENV_TOKEN, "")  # type: ignore[attr-defined]
-    protected = {os.getpgid(0)}
     if parent_pid:
-        try:
-            protected.add(os.getpgid(parent_pid))
-        except ProcessLookupError:
-            pass
         threading.Thread(target=_watch_parent, args=(parent_pid, server), daemon=True).start()
-    server.crashes = CrashPlan(protected)  # type: ignore[attr-defined]
+    server.crashes = CrashPlan()  # type: ignore[attr-defined]
     ready = json.dumps({"port": server.server_address[1], "pid": os.getpid()})
     if ready_file:
         tmp = ready_file.with_suffix(".tmp")

@@ -60,7 +60,7 @@ class ServiceRoutes:
         faults = self.server.faults
         if self._flaky(model=False, what=tool):
             return
-        refused = faults.take(f"refuse:{tool}")
+        refused = faults.take(f"refuse:{tool}", params["order_id"])
         if refused is not None:  # an error before anything happens: a 400 must not be retried, a 503 may be
             code = int(refused or 503)
             self._error(code, "invalid_request_error" if code < 500 else "api_error",
@@ -70,7 +70,7 @@ class ServiceRoutes:
         if key is not None and not key.strip():
             self._error(400, "invalid_request_error", "Idempotency-Key must not be empty")
             return
-        if self._crash("before", tool):
+        if self._crash("before", tool, params["order_id"]):
             return
         params_json = ledger.canonical_json(params)
         params_hash = hashlib.sha256(f"{path} {params_json}".encode()).hexdigest()
@@ -80,14 +80,14 @@ class ServiceRoutes:
             if key is not None:
                 claim = ledger.claim_key(conn, key, params_hash, self.server.key_lease, self.server.key_lifetime)
                 if not isinstance(claim, str):  # the key was seen before: answer from its row
-                    self._answer_seen_key(claim, params_hash, key, tool)
+                    self._answer_seen_key(claim, params_hash, key, tool, params["order_id"])
                     return
                 owner = claim
             reason = faults.failure(params["order_id"], tool) if tool in FAILURE_REASONS else None
             if reason is not None:
                 self._fail_for_good(conn, tool, reason, params["order_id"], key, owner, params_hash)
                 return
-            delay = faults.take(f"latency:{tool}")
+            delay = faults.take(f"latency:{tool}", params["order_id"])
             if delay:
                 time.sleep(float(delay))
             effect_id = prefix + secrets.token_hex(8)
@@ -96,13 +96,13 @@ class ServiceRoutes:
                       "idempotency_key": key, "pid": self._pid(), "at": time.time()}
             taken = ledger.record_effect(conn, effect, json.dumps(response), owner)
             if taken is not None:  # our lease ran out and another request took the key: no second effect
-                self._answer_seen_key(taken, params_hash, key, tool)
+                self._answer_seen_key(taken, params_hash, key, tool, params["order_id"])
                 return
         finally:
             conn.close()
-        if self._crash("after", tool):
+        if self._crash("after", tool, params["order_id"]):
             return
-        if faults.take(f"lost_ack:{tool}") is not None:
+        if faults.take(f"lost_ack:{tool}", params["order_id"]) is not None:
             # The effect is committed; the reply never leaves. The client sees a dropped connection.
             self.close_connection = True
             return
@@ -118,18 +118,18 @@ class ServiceRoutes:
         if key is not None:
             taken = ledger.record_effect(conn, None, json.dumps(body), owner, key=key, status=status)
             if taken is not None:
-                self._answer_seen_key(taken, params_hash, key, tool)
+                self._answer_seen_key(taken, params_hash, key, tool, order_id)
                 return
-        if self._crash("after", tool):
+        if self._crash("after", tool, order_id):
             return
         self._send(status, body)
 
-    def _answer_seen_key(self, row: sqlite3.Row, params_hash: str, key: str, tool: str) -> None:
+    def _answer_seen_key(self, row: sqlite3.Row, params_hash: str, key: str, tool: str, order_id: str) -> None:
         status, body, headers = self._replay(row, params_hash, key)
         failed_for_good = body.get("error", {}).get("type") in PERMANENT_ERRORS
-        if (status == 200 or failed_for_good) and self._crash("after", tool):  # the key's answer is committed
+        if (status == 200 or failed_for_good) and self._crash("after", tool, order_id):  # the key's answer is committed
             return
-        if status == 200 and self.server.faults.take(f"lost_ack:{tool}") is not None:
+        if status == 200 and self.server.faults.take(f"lost_ack:{tool}", order_id) is not None:
             self.close_connection = True  # the replayed reply is lost too
             return
         self._send(status, body, headers)
