@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import signal
 import subprocess
@@ -19,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from crashlab.order import ORDER_ID
+from crashlab.order import ORDER_ID, check_order_id
 from crashlab.processes import kill_group, kill_groups, read_line, signal_group
 from crashlab.sandbox import give
 from crashlab.scratch import remove_scratch
@@ -372,8 +371,7 @@ class World:
         return self._admin("GET", "flaky")
 
     def faults_left(self) -> dict[str, int]:
-        """How many times each armed fault will still fire (a fault that fired once per request counts
-        the requests that reached it); one order's fault is named ``NAME@ORDER``."""
+        """How many times each armed fault will still fire (one order's is named ``NAME@ORDER``)."""
         return {f["name"]: int(f["remaining"]) for f in self._admin("GET", "faults")["faults"]}
 
     def audit(self, order_id: str = ORDER_ID):
@@ -393,10 +391,10 @@ class World:
 
 
 def _check_order_id(what: str, order_id) -> None:
-    from crashlab.order import ORDER_ID_PATTERN
-
-    if not (isinstance(order_id, str) and re.fullmatch(ORDER_ID_PATTERN, order_id)):
-        raise ValueError(f"{what} needs an order id such as {ORDER_ID}, got {order_id!r}")
+    try:
+        check_order_id(order_id)
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from None
 
 
 __all__ = ["World", "WorldError", "KEY_LEASE", "LedgerError", "ENV_MODEL_URL", "ENV_SERVICES_URL", "ENV_STATE_DIR", "ENV_PRIVATE_DIR"]
