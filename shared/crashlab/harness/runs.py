@@ -49,7 +49,7 @@ class ProcessRun:
     def seconds(self) -> float:
         return self.ended - self.started
 
-    def last_error_line(self, width: int = 200) -> str:
+    def last_error_line(self, width: int = 600) -> str:
         """The agent's last words, for a verdict: at most ``width`` characters, shortened at a word (an agent's
         output is the student's, and what reaches feedback from it is bounded)."""
         import textwrap
