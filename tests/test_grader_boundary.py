@@ -69,7 +69,7 @@ def test_a_batch_refuses_linked_notebooks_and_linked_student_folders(tmp_path):
     batch = discover(tmp_path, SOLUTIONS)
     assert sorted(batch.students) == ["alice", "bob"]
     assert [s.master.name for s in batch.students["alice"]] == [LESSON1]
-    from crashlab.grading.batch import unreadable
+    from crashlab.grading.submissions import unreadable
 
     (bob,) = batch.students["bob"]
     assert "symbolic link" in unreadable(bob.path, bob.folder)

@@ -48,7 +48,7 @@ from pathlib import Path
 
 from crashlab.grading.classroom import exercises
 from crashlab.grading.notebooks import repo_root
-from crashlab.grading.submissions import lesson_master, masters_by_lesson, notebooks_in, read_own
+from crashlab.grading.submissions import lesson_master, masters_by_lesson, notebooks_in, read_own, unreadable
 from crashlab.grading.report import GradingError
 from crashlab.outputs import GRADEBOOK, RESULTS, write_output
 
@@ -125,17 +125,6 @@ def _fingerprint(path: Path, folder: Path) -> str:
     except GradingError:
         data = b"link:" + os.fsencode(os.readlink(path)) if path.is_symlink() else b"unreadable:" + os.fsencode(path)
     return hashlib.sha256(data).hexdigest()
-
-
-def unreadable(path: Path, folder: Path) -> str | None:
-    """Why the file cannot be graded at all (costs no grading), or None."""
-    from crashlab.grading.grade import read_submission
-
-    try:
-        read_submission(path, folder)
-    except GradingError as exc:
-        return str(exc).replace(str(path), str(path.relative_to(folder)))
-    return None
 
 
 # --- the results folder --------------------------------------------------------------------------------------
@@ -262,8 +251,7 @@ def grade_batch(submissions: Path, results_dir: Path, *, jobs: int = 2, solution
     batch = discover(submissions, solutions)
     if not batch.submissions:  # a wrong folder, or an empty one: a gradebook of zeros would look like grades
         lock.close()
-        raise GradingError(f"no course notebook in {submissions}: it should hold one folder per student, each with "
-                           f"their notebooks (found {len(batch.students)} student folder(s), no notebook in them)")
+        raise GradingError(f"no course notebook in {submissions}: give a folder with one folder of notebooks per student")
     pending: dict[str, list[Submission]] = {}
     for sub in batch.submissions:
         kept = results.kept(sub) or results.by_sha.get(sub.sha)

@@ -70,6 +70,15 @@ def read_notebook(path: str | os.PathLike, folder: str | os.PathLike | None = No
     return parse(read_own(path, folder), Path(path).name)
 
 
+def unreadable(path: Path, folder: Path) -> str | None:
+    """Why the file cannot be graded at all (costs no grading), or None."""
+    try:
+        read_notebook(path, folder)
+    except GradingError as exc:
+        return str(exc).replace(str(path), str(path.relative_to(folder)))
+    return None
+
+
 def notebooks_in(folder: Path) -> list[Path]:
     """Every ``*.ipynb`` below ``folder``, links included (so that they can be refused with a reason), never
     walking into a linked folder, a hidden one or Jupyter's checkpoints; shallowest first."""
@@ -105,4 +114,4 @@ def masters_by_lesson(masters: list[Path]) -> dict[str, Path]:
     return lessons
 
 
-__all__ = ["read_own", "read_notebook", "parse", "notebooks_in", "lesson_master", "masters_by_lesson", "MAX_BYTES"]
+__all__ = ["read_own", "read_notebook", "parse", "unreadable", "notebooks_in", "lesson_master", "masters_by_lesson", "MAX_BYTES"]
