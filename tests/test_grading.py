@@ -199,3 +199,19 @@ def test_a_given_engine_agent_is_locked_and_the_matrix_runs_the_masters_copy(les
     restored, notes = restore_locked_cells(submission, master)
     assert next(c for c in restored.cells if grade_id(c) == given_id).source == given.source
     assert f"restored edited cell '{given_id}' from the master" in notes
+
+
+def test_cli_grade_says_what_it_is_doing_and_quiet_keeps_to_the_table(tmp_path):
+    """A grading takes minutes on a loaded machine: each stage is printed as it starts (stderr), each check's
+    score as it is known, and the matrices show a bar; --quiet prints only the table (stdout either way)."""
+    notebook = ROOT / "course" / "01_naive_event_log.ipynb"
+    said = subprocess.run([sys.executable, "-m", "crashlab.cli", "grade", str(notebook)], capture_output=True,
+                          text=True, timeout=600)
+    assert said.returncode == 0, said.stderr
+    for stage in ("running the notebook as the student", "judging your answers", "ex1_read_events_checks: 0/3",
+                  "crash matrix ex3_crash_matrix"):
+        assert stage in said.stderr, said.stderr
+    quiet = subprocess.run([sys.executable, "-m", "crashlab.cli", "grade", str(notebook), "--quiet"],
+                           capture_output=True, text=True, timeout=600)
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    assert "score 0 / 12" in quiet.stdout

@@ -201,7 +201,8 @@ def _grade(args) -> int:
     try:
         report = grade_notebook(args.notebook, json_out=args.json, cell_timeout=args.timeout, keep=args.keep,
                                 deadline=args.deadline, isolate=False if args.no_isolate else None,
-                                force_json=args.force)
+                                force_json=args.force,
+                                progress=None if args.quiet else lambda stage: print(stage, file=sys.stderr, flush=True))
     except (GradingError, OutputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -336,6 +337,7 @@ def build_parser() -> Parser:
     check.force_option(grade)
     check.grading_options(grade, "the whole submission")
     grade.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    grade.add_argument("--quiet", action="store_true", help="print only the table: no stage or progress bar")
     grade.set_defaults(func=_grade)
 
     sub.add_parser("bench", help="the cost of durability: per-step cost of each engine against an fsync floor "

@@ -79,7 +79,7 @@ def without_agent_words(problem: str) -> str:
 
 
 def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict | None = None,
-                       deadline: float | None = None) -> TestResult:
+                       deadline: float | None = None, progress: bool = False) -> TestResult:
     """Score one crash-matrix check on an agent file in ``workdir`` (``needs``: a shared
     :class:`crashlab.needs.Needs`, so servers such as Temporal start once per grading run). A check with
     ``on_reference_answers`` runs the agent on ``references`` (:mod:`crashlab.grading.references`); one with
@@ -90,7 +90,7 @@ def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict 
 
     if needs is None:
         with Needs(workdir / ".crashlab" / "servers") as own:
-            return score_matrix_check(check, workdir, own, references, deadline)
+            return score_matrix_check(check, workdir, own, references, deadline, progress)
 
     name, max_score = check["name"], float(check["points"])
     agent = workdir / check["agent"]
@@ -100,7 +100,7 @@ def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict 
     if check.get("on_reference_answers") and references:
         agent = copy_on_answers(agent, references)
     matrix = crash_test(agent, check.get("crash_points", "all"), expect=check.get("expect", "durable"),
-                        jobs=int(check.get("jobs", 2)), progress=False, timeout=float(check.get("timeout", 60)),
+                        jobs=int(check.get("jobs", 2)), progress=progress, timeout=float(check.get("timeout", 60)),
                         workdir=None, resumers=int(check.get("resumers", 1)),  # rows in a folder of the grader's
                         double=[tuple(pair) for pair in check.get("double", [])] or None,
                         faults=[tuple(f) for f in check.get("faults", [])] or None,

@@ -20,6 +20,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import nbformat
 
@@ -117,11 +118,13 @@ DEFAULT_DEADLINE = 900.0  # seconds for one submission, everything included
 def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | None = None,
                    solutions: Path | None = None, cell_timeout: int = 120, deadline: float = DEFAULT_DEADLINE,
                    isolate: bool | None = None, keep: bool = False, within: Path | None = None,
-                   force_json: bool = False) -> GradeReport:
+                   force_json: bool = False, progress: Callable[[str], None] | None = None) -> GradeReport:
     """Grade one submission. ``isolate``: None means "when root"; True insists; False never isolates.
     ``within``: the student's folder, which the notebook must lie in (by default its own folder); it is read
     once, never through a symbolic link, and only that copy is graded. ``json_out`` replaces only a results
-    file (:class:`crashlab.outputs.OutputError` otherwise), or anything with ``force_json``.
+    file (:class:`crashlab.outputs.OutputError` otherwise), or anything with ``force_json``. ``progress``: told
+    each stage as it starts (a grading takes minutes on a loaded machine; the CLI prints them), and the crash
+    matrices then show a progress bar.
 
     An interrupted grading (Ctrl-C, SIGTERM raised as KeyboardInterrupt) writes no results and re-raises.
     """
@@ -138,6 +141,11 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
     report = GradeReport(path.name, lesson_of(master) or "?", notes=notes,
                          run_id=os.environ.get("CRASHLAB_RUN_ID", ""))
     limit = Deadline(deadline)
+    started_at = time.monotonic()
+
+    def say(stage: str) -> None:
+        if progress is not None:
+            progress(f"[{time.monotonic() - started_at:4.0f} s] {stage}")
     workdir = Path(tempfile.mkdtemp(prefix="crashlab-grade-"))
     isolation = None
     saved_env, saved_tempdir, system_tmp = dict(os.environ), tempfile.tempdir, tempfile.gettempdir()
@@ -146,9 +154,12 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
         # Hidden from the student's processes: the masters, the git history that holds them too, and the
         # library's answers to this lesson.
         secret = (solutions, solutions.parent / ".git", *answer_files(lesson))
+        say(f"grading {path.name} against {master_path.name} (lesson {lesson}), deadline {deadline:.0f} s")
         isolation = Isolation(workdir, isolate, hide=secret, lesson=lesson)
         report.isolated = isolation.isolated
         report.notes += isolation.notes
+        say("running the notebook as the student" + (" (a sandbox user)" if isolation.isolated else "")
+            + ": the cells that write your files and your answer cells")
         report.notes += run_submission(nb, isolation, limit, cell_timeout)
         # The earlier lessons' files that the checks run: handed over once the student's kernel is dead, seen by
         # the checks' agents and not by the student's code (see crashlab.grading.judge), and gone before the
@@ -156,7 +167,12 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
         uses = master.metadata.get("crashlab", {}).get("uses_lessons", [])
         if uses:
             isolation.give_lesson_files(uses, solutions)
-        report.tests += judge_checks(master, nb, isolation, limit)
+        checks = sum(1 for c in master.cells if c.cell_type == "code" and is_test_cell(c))
+        say(f"judging your answers: {checks} check(s)")
+        judged = judge_checks(master, nb, isolation, limit)
+        report.tests += judged
+        for test in judged:
+            say(f"  {test.name}: {test.score:g}/{test.max_score:g}")
         isolation.kill_everything()
         isolation.take_lesson_files_back()
         os.environ.clear()
@@ -171,7 +187,10 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
                                                    "timed out: the submission's deadline passed first", "matrix"))
                     continue
                 check = {**check, "timeout": min(float(check.get("timeout", 60)), max(5.0, limit.left()))}
-                report.tests.append(score_matrix_check(check, workdir, needs, references, deadline=limit.at))
+                say(f"crash matrix {check['name']}: {check['agent']}, killed at each crash point and resumed")
+                report.tests.append(score_matrix_check(check, workdir, needs, references, deadline=limit.at,
+                                                       progress=progress is not None))
+                say(f"  {check['name']}: {report.tests[-1].score:g}/{report.tests[-1].max_score:g}")
         if not report.tests:
             raise GradingError(f"{master_path.name} has no graded cells")
         folders = {str(workdir): "", str(isolation.scratch): "(the grader's scratch folder)/",
