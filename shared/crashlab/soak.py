@@ -36,7 +36,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from crashlab.harness import _Running, start_agent
+from crashlab.harness import RunningAgent, start_agent
 from crashlab.launcher import WarmLauncher
 from crashlab.needs import NEEDS, Needs
 from crashlab.scratch import scratch_dir
@@ -105,7 +105,7 @@ class _Soak:
         env = self.world.env()
         if self.stopping.is_set():
             return
-        plan: list[tuple[_Running, float | None]] = []
+        plan: list[tuple[RunningAgent, float | None]] = []
         try:
             for _ in range(count):
                 kill_at = rng.uniform(0, self.kill_window) if rng.random() < kill_odds else None

@@ -11,7 +11,7 @@ Whatever an agent does, a row ends: every kill takes the agent's process group a
 started (:mod:`crashlab.processes`), no wait is without a timeout, and every scratch folder the
 harness made is removed when its run ends, also on an error or Ctrl-C (:mod:`crashlab.scratch`).
 On Ctrl-C (or SIGTERM, in the CLI) the rows under way do not run on to their timeout: their agent
-processes are killed at once, and no row starts another (:class:`crashlab.harness.runs._Rows`).
+processes are killed at once, and no row starts another (:class:`crashlab.harness.runs.CrashTestAgents`).
 
 The failure path (``fail="reserve_item"``, say): every row's world is told first that the step fails for good
 for the order, and a correct agent undoes what it did -- the points are those of the do steps up to the failure
@@ -22,9 +22,9 @@ The package, by concern: :mod:`~crashlab.harness.runs` (agent processes, Ctrl-C)
 """
 
 from crashlab.harness.matrix import Matrix, crash_row, crash_test, double_crash_pairs, resolve_points
-from crashlab.harness.runs import ProcessRun, RowsStopped, _Running, run_agent, run_python, start_agent
+from crashlab.harness.runs import ProcessRun, RowsStopped, RunningAgent, run_agent, run_python, start_agent
 from crashlab.harness.verdicts import BASELINE, EXPECTATIONS, FAILURE_EXPECTATIONS, Row, judge
 
 __all__ = ["crash_test", "crash_row", "run_agent", "run_python", "start_agent", "double_crash_pairs", "resolve_points",
            "judge", "Matrix", "Row", "ProcessRun", "RowsStopped", "EXPECTATIONS", "FAILURE_EXPECTATIONS", "BASELINE",
-           "_Running"]
+           "RunningAgent"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crashlab import sandbox as sandboxes
-from crashlab.harness.runs import ProcessRun, RowsStopped, _Rows, _Running, run_agent, start_agent
+from crashlab.harness.runs import CrashTestAgents, ProcessRun, RowsStopped, RunningAgent, run_agent, start_agent
 from crashlab.harness.verdicts import BASELINE, EXPECTATIONS, FAILURE_EXPECTATIONS, Row, judge
 from crashlab.launcher import WarmLauncher, kept_launcher
 from crashlab.order import ORDER_ID, TOOL_ORDER, check_crash_point, check_failure, default_points, failure_path, \
@@ -117,7 +117,7 @@ def _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_cra
 def _resume(agent, world, order_id, count, timeout, extra_env, launcher) -> list[ProcessRun]:
     """Start ``count`` resume processes at once and wait for them all. If one cannot be started or waited
     for, the others are killed and waited for before the error goes on: none is left running."""
-    started: list[_Running] = []
+    started: list[RunningAgent] = []
     try:
         for _ in range(count):
             started.append(start_agent(agent, world, order_id, extra_env=extra_env, launcher=launcher))
@@ -291,7 +291,7 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
         if own_dir:
             os.chmod(workdir, 0o711)  # agents (the sandbox user, while grading) reach their own rows, list nothing
         warm = shared or (kept_launcher(preload) if launcher == "warm" else None)  # kept for later crash tests
-        rows_running = _Rows()
+        rows_running = CrashTestAgents()
         failed, late = threading.Event(), threading.Event()
         if deadline is not None:
             def stop_late() -> None:

@@ -1,6 +1,6 @@
 """Running agent processes for the harness: one run seen from outside (:class:`ProcessRun`), a run with or
 without a crash point armed in the world, and the bookkeeping that lets Ctrl-C (or SIGTERM, in the CLI) end
-every process a crash test's rows have running at once (:class:`_Rows`) instead of letting them run on to
+every process a crash test's rows have running at once (:class:`CrashTestAgents`) instead of letting them run on to
 their timeout.
 
 Whatever an agent does, a run ends: every kill takes the agent's process group and everything it started
@@ -110,7 +110,7 @@ class RowsStopped(RuntimeError):
     """The crash test is being stopped (Ctrl-C): its rows start no more agent processes."""
 
 
-class _Rows:
+class CrashTestAgents:
     """The agent processes that one crash test's rows have running, so that Ctrl-C can end them all at once.
 
     Each row runs in a worker thread that knows its crash test through :data:`_row_context`; every agent it
@@ -118,7 +118,7 @@ class _Rows:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._running: set[_Running] = set()
+        self._running: set[RunningAgent] = set()
         self.stopped = False
 
     def run(self, function, *args, **kwargs):
@@ -129,14 +129,14 @@ class _Rows:
         finally:
             _row_context.rows = None
 
-    def add(self, running: "_Running") -> bool:
+    def add(self, running: "RunningAgent") -> bool:
         """Register a process just started; False if the crash test is being stopped (the caller ends it)."""
         with self._lock:
             if not self.stopped:
                 self._running.add(running)
             return not self.stopped
 
-    def discard(self, running: "_Running") -> None:
+    def discard(self, running: "RunningAgent") -> None:
         with self._lock:
             self._running.discard(running)
 
@@ -153,12 +153,13 @@ class _Rows:
 _row_context = threading.local()
 
 
-def _current_rows() -> _Rows | None:
+def _current_rows() -> CrashTestAgents | None:
     return getattr(_row_context, "rows", None)
 
 
-class _Running:
-    """An agent process that has been started and not yet waited for."""
+class RunningAgent:
+    """An agent process that has been started and not yet waited for: what :func:`start_agent` gives a notebook,
+    to wait for with :meth:`finish` or to kill."""
 
     def __init__(self, process, started: float, output_dir: Path | None):
         self.process, self.started, self.output_dir = process, started, output_dir
@@ -239,7 +240,7 @@ class _Running:
 
 def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, extra_env: dict | None = None,
                 launcher: "WarmLauncher | str | None" = None, args: list[str] | None = None,
-                scope: RunScope | None = None) -> _Running:
+                scope: RunScope | None = None) -> RunningAgent:
     """Start one agent process in a process group of its own (as the sandbox user while grading).
     ``launcher``: a :class:`~crashlab.launcher.WarmLauncher`, or None (or ``"exec"``) for a new interpreter.
     ``args`` replaces the default command line ``--order ORDER_ID``. ``scope``: the run's mark, which the
@@ -258,8 +259,8 @@ def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, ex
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
                                    start_new_session=True,
                                    preexec_fn=scope.preexec(sandboxes.preexec()) if scope else sandboxes.preexec())
-        return _Running(process, started, None)
-    output_dir = Path(tempfile.mkdtemp(prefix="agent-output-"))  # removed by _Running.finish()
+        return RunningAgent(process, started, None)
+    output_dir = Path(tempfile.mkdtemp(prefix="agent-output-"))  # removed by RunningAgent.finish()
     try:
         sandboxes.give(output_dir)
         process = launcher.spawn([str(agent), *argv], agent.parent, env, output_dir / "stdout",
@@ -267,4 +268,4 @@ def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, ex
     except BaseException:
         remove_scratch(output_dir)
         raise
-    return _Running(process, started, output_dir)
+    return RunningAgent(process, started, output_dir)
