@@ -1,6 +1,6 @@
 # Durable execution for AI agents -- one-command set-up.
 #   make demo   set up .venv and run the course's main job (the crash matrices)
-#   make test   set up .venv and run the whole test suite
+#   make test   set up .venv and run the whole test suite (after make lint: ruff's error checks)
 #   make lab    open JupyterLab on course/
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
@@ -18,7 +18,7 @@ NPM_RETRIES     := --fetch-retries=2 --fetch-retry-mintimeout=1000 --fetch-retry
 # JupyterLab refuses to start as root unless told; a container is usually root.
 LAB_AS_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: setup demo test unit notebooks-check lab build execute grade clean
+.PHONY: setup demo test lint unit notebooks-check lab build execute grade clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version.split()[0]'
@@ -59,8 +59,12 @@ demo: setup
 # (tests/conftest.py keeps each notebook's cells on one worker). Three workers on two cores: much of the
 # suite waits on agent processes, servers and timeouts (measured on a fresh clone: 11 min 46 s with three,
 # 13 min 54 s with two).
-test: setup
+test: setup lint
 	$(BIN)/python -m pytest solutions tests -q -n 3 --nbval --nbval-sanitize-with $(NBVAL_SANITIZE) --durations=25
+
+# ruff's checks for errors (pyproject.toml, [tool.ruff]): undefined or unused names, syntax, statement slips.
+lint: setup
+	$(BIN)/ruff check shared tests
 
 lab: setup
 	$(BIN)/jupyter lab --notebook-dir=course --ServerApp.ip=127.0.0.1 $(LAB_AS_ROOT)

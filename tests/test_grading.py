@@ -159,7 +159,7 @@ def test_the_printed_table_wraps_feedback_whole_instead_of_cutting_it():
     report = GradeReport("x.ipynb", "01", [TestResult("ex3_crash_matrix", 0, 4, said + "\n- before:model#1: ...", "matrix")])
     table = report.table(width=80)
     assert all(len(line) <= 80 for line in table.splitlines()), table
-    rows = table.splitlines()[2:table.splitlines().index(next(l for l in table.splitlines() if l.startswith("total")))]
+    rows = table.splitlines()[2:table.splitlines().index(next(t for t in table.splitlines() if t.startswith("total")))]
     assert " ".join(" ".join(line.split()) for line in rows).endswith("scores 0 for this check"), table
 
 

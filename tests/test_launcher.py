@@ -1,6 +1,5 @@
 """The warm launcher, concurrent resumers, double crashes and lost acknowledgements in the harness."""
 
-import shutil
 from pathlib import Path
 
 import pytest

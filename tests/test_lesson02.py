@@ -1,6 +1,5 @@
 """Lesson 2: the reference agent is clean everywhere, and the known-wrong answers lose points."""
 
-import shutil
 from pathlib import Path
 
 import nbformat

@@ -71,10 +71,10 @@ class BenchResult:
                           f"{r.recovery_s:.2f} s" if r.recovery_s is not None else "-",
                           f"{r.recovery_startup_s:.2f} s" if r.recovery_startup_s is not None else "-",
                           rerun, r.note])
-        widths = [max(len(h), *(len(l[i]) for l in lines)) if lines else len(h) for i, h in enumerate(head[:-1])]
+        widths = [max(len(h), *(len(row[i]) for row in lines)) if lines else len(h) for i, h in enumerate(head[:-1])]
         fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)) + "  " + cells[-1]  # noqa: E731
         out = [fmt(head).rstrip(), fmt(["-" * w for w in widths] + ["----"])]
-        out += [fmt(l).rstrip() for l in lines]
+        out += [fmt(row).rstrip() for row in lines]
         kill = (f"; recovery: SIGKILL in step {self.recovery_kill_at} of {self.recovery_steps}"
                 if self.recovery else "; recovery not measured")
         out.append(f"{self.steps} steps per workflow, median of {self.repeats} run(s){kill}; "

@@ -52,7 +52,7 @@ def _tail(log: Path, n: int = 300) -> str:
         text = log.read_text(errors="replace").strip()
     except OSError:
         return ""
-    lines = [l for l in text.splitlines() if l.strip()]
+    lines = [line for line in text.splitlines() if line.strip()]
     return (lines[-1] if lines else "")[-n:]
 
 
