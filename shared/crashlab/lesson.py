@@ -105,11 +105,12 @@ def extract_lesson_files(lessons, dest: str | os.PathLike) -> Path:
     import nbformat
 
     from crashlab.grading.notebooks import lesson_of, repo_root, written_files
+    from crashlab.sandbox import ENV_GRADING_LESSON
 
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     wanted = set(lessons)
-    graded = os.environ.get("CRASHLAB_GRADING_LESSON")
+    graded = os.environ.get(ENV_GRADING_LESSON)
     if graded and any(lesson >= graded for lesson in wanted):
         raise PermissionError(f"lesson {graded} is being graded: its answers (and later ones') are not yours to copy")
     given = os.environ.get("CRASHLAB_LESSON_FILES")  # while grading, the masters are out of reach: the

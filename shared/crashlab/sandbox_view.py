@@ -51,6 +51,12 @@ def _check(result: int, what: str) -> None:
         raise ViewError(f"{what} failed: {os.strerror(ctypes.get_errno())}")
 
 
+def _own_namespace(libc) -> None:
+    """A mount namespace of this process's own, whose mounts reach no other process."""
+    _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "making the mount namespace private")
+
+
 def _covered(path: str, done: list[str]) -> bool:
     return any(path == d or path.startswith(d.rstrip("/") + "/") for d in done)
 
@@ -75,8 +81,7 @@ def enter_view(root: str, see: tuple[str, ...], hide: tuple[str, ...] = ()) -> N
     cwd = os.getcwd()
     libc.setfsuid(0)  # a judge works with the student's file rights (setfsuid); building the view needs root's
     libc.setfsgid(0)
-    _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-    _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "making the mount namespace private")
+    _own_namespace(libc)
     _check(libc.mount(b"tmpfs", os.fsencode(root), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=64m,mode=0755"),
            f"a tmpfs on {root}")
     done: list[str] = []
@@ -118,8 +123,7 @@ def hide_only(paths) -> None:
     """The older, weaker view for a run that names nothing to see: the whole machine, ``paths`` covered up,
     and a /proc of the process's own user."""
     libc = _libc()
-    _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-    _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "making the mount namespace private")
+    _own_namespace(libc)
     cover(paths, libc)
     libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NOEXEC | MS_NODEV, b"hidepid=2")
 

@@ -8,6 +8,7 @@ of the student's files and the exception's own line.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -15,6 +16,7 @@ import sys
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)')
 
 
+@functools.cache
 def _outside() -> tuple[str, ...]:
     import crashlab
 

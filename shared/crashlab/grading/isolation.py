@@ -127,7 +127,7 @@ class Isolation:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRASHLAB_") or k in kept}
         env.update({"HOME": str(self.workdir / "home"), "JUPYTER_RUNTIME_DIR": str(self.workdir / "home" / "runtime"),
                     "MPLCONFIGDIR": str(self.workdir / "home" / "mpl"), "CRASHLAB_PRIVATE_DIR": str(self.private),
-                    "PYTHONDONTWRITEBYTECODE": "1", "CRASHLAB_GRADING_LESSON": self.lesson,
+                    "PYTHONDONTWRITEBYTECODE": "1", sandboxes.ENV_GRADING_LESSON: self.lesson,
                     # the judge works with the student's file rights, in folders the student's processes see
                     "TMPDIR": str(self.workdir / "home" / "tmp")})
         if self.lesson_files is not None:
