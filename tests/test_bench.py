@@ -131,7 +131,7 @@ def test_command_line_writes_the_json(tmp_path, capsys):
 def test_restate_is_measured_on_a_real_server_and_resumes_from_its_journal(tmp_path):
     """One Restate server for the run, stopped after it; the per-step ratio is to this run's floor; the new
     endpoint process replays the journal and runs only the killed step and the rest."""
-    from crashlab import restate_server
+    from crashlab.engines import restate as restate_server
     from crashlab.bench import common
     from restate_or_skip import restate_or_skip
 

@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 from crashlab import agent
-from crashlab.audit import Audit
+from crashlab.world.audit import Audit
 from crashlab.harness import BASELINE, Matrix, Row, crash_test, double_crash_pairs, judge, resolve_points
-from crashlab.launcher import WarmLauncher
+from crashlab.harness.launcher import WarmLauncher
 from crashlab.order import (ALL_TOOLS, COMPENSATION_TOOLS, ORDER_ID, TOOLS, TOOLS_WITH_UNDO, check_crash_point,
                             check_failure, failure_path, failure_points, order_task, undo_request, undo_task)
 from crashlab.world import World, WorldError, policy

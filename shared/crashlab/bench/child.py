@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 from crashlab.bench.common import BenchError
-from crashlab.scratch import remove_scratch
+from crashlab.plumbing.scratch import remove_scratch
 from crashlab.bench.workloads import _Dbos, _measure, _Temporal, _workload
 
 _ENGINE_MODULES = {"langgraph": ("langgraph.graph", "langgraph.checkpoint.sqlite"), "dbos": ("dbos",),
-                   "temporal": ("temporalio.client", "temporalio.worker", "crashlab.bench_temporal"),
+                   "temporal": ("temporalio.client", "temporalio.worker", "crashlab.bench.temporal_workflow"),
                    "restate": ("restate", "hypercorn.asyncio", "httpx")}
 
 

@@ -20,7 +20,7 @@ QUICK = {"steps": 20, "repeats": 1}
 
 
 def _at_least_two_steps(text: str) -> int:
-    from crashlab.cli_args import positive_int
+    from crashlab.cli.args import positive_int
 
     steps = positive_int(text)
     if steps < 2:
@@ -30,7 +30,7 @@ def _at_least_two_steps(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from crashlab import cli_args as check
+    from crashlab.cli import args as check
 
     t_main = time.time()
     parser = check.Parser(prog="crashlab bench",
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wid", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--max-seconds", type=check.positive_seconds, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    from crashlab.outputs import BENCH, PLOT, OutputError, check_replaceable, write_output
+    from crashlab.plumbing.outputs import BENCH, PLOT, OutputError, check_replaceable, write_output
 
     try:
         for path, kind in ((args.json, BENCH), (args.plot, PLOT)):
@@ -86,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _save_plot(result, path: str, force: bool) -> None:
     """The bar chart, saved beside ``path`` and moved over it: it replaces only an earlier plot (see
-    :mod:`crashlab.outputs`)."""
-    from crashlab.outputs import PLOT, replace_with
+    :mod:`crashlab.plumbing.outputs`)."""
+    from crashlab.plumbing.outputs import PLOT, replace_with
 
     import matplotlib
 

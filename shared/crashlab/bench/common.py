@@ -14,7 +14,7 @@ ENV_BLOCK_AT = "CRASHLAB_BENCH_BLOCK_AT"   # the step (1-based) at which to bloc
 ENV_MARKER = "CRASHLAB_BENCH_MARKER"       # the file to create when that step is reached
 ENV_DB_URL = "CRASHLAB_BENCH_DB_URL"
 ENV_TEMPORAL = "CRASHLAB_BENCH_TEMPORAL_ADDRESS"
-ENV_RESTATE_INGRESS = "CRASHLAB_RESTATE_INGRESS"  # the names crashlab.restate_server's agents read too
+ENV_RESTATE_INGRESS = "CRASHLAB_RESTATE_INGRESS"  # the names crashlab.engines.restate's agents read too
 ENV_RESTATE_ADMIN = "CRASHLAB_RESTATE_ADMIN"
 TEMPORAL_RECOVERY_TIMEOUT_S = 2           # start-to-close of the activities in the Temporal recovery scene
 

@@ -98,9 +98,9 @@ def _availability(engine: str) -> str | None:
         if why:
             return why
         try:
-            from crashlab import postgres
+            from crashlab.engines import postgres
         except ImportError:
-            return "crashlab.postgres is not part of this course library, so there is no throwaway PostgreSQL"
+            return "crashlab.engines.postgres is not part of this course library, so there is no throwaway PostgreSQL"
         from crashlab.bench import postgres_available  # the package's, which a test can replace
 
         ok, reason = postgres_available() if postgres_available is not None else postgres.postgres_available()
@@ -110,11 +110,11 @@ def _availability(engine: str) -> str | None:
         if why:
             return why
         try:
-            from crashlab.temporal_server import temporal_binary
+            from crashlab.engines.temporal import temporal_binary
 
             temporal_binary()
         except ImportError:
-            return "crashlab.temporal_server is not part of this course library, so there is no dev server"
+            return "crashlab.engines.temporal is not part of this course library, so there is no dev server"
         except Exception as exc:  # noqa: BLE001 -- the binary is missing: say so in the row
             return f"skipped: {exc}"
         return None
@@ -122,7 +122,7 @@ def _availability(engine: str) -> str | None:
         why = missing("restate", "hypercorn")
         if why:
             return why
-        from crashlab.restate_server import restate_binary
+        from crashlab.engines.restate import restate_binary
 
         try:
             restate_binary()
@@ -144,14 +144,14 @@ class _Servers:
 
     def env_for(self, engine: str) -> dict[str, str]:
         if engine == "dbos-postgres":
-            from crashlab.postgres import fresh_database, throwaway_postgres
+            from crashlab.engines.postgres import fresh_database, throwaway_postgres
 
             if self._pg_url is None:
                 self._pg_url = self.stack.enter_context(throwaway_postgres(self.workdir / "pg"))
             return {ENV_DB_URL: fresh_database(self._pg_url, "bench")}
         if engine == "temporal":
             if self._temporal is None:
-                from crashlab.temporal_server import TemporalServer
+                from crashlab.engines.temporal import TemporalServer
 
                 server = TemporalServer.start(self.workdir / "temporal", port=0, reuse=False, fresh=True,
                                               timeout=min(60.0, self.timeout))
@@ -160,7 +160,7 @@ class _Servers:
             return {ENV_TEMPORAL: self._temporal.address}
         if engine == "restate":
             if self._restate is None:
-                from crashlab.restate_server import RestateServer
+                from crashlab.engines.restate import RestateServer
 
                 server = RestateServer.start(self.workdir / "restate", timeout=min(60.0, self.timeout))
                 self.stack.callback(server.stop)

@@ -25,7 +25,7 @@ from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import ClearHiddenTests, ClearOutput, ClearSolutions, LockCells
 
 from crashlab.grading.notebooks import is_answer_cell, is_test_cell, repo_root
-from crashlab.outputs import Kind, write_output
+from crashlab.plumbing.outputs import Kind, write_output
 
 MAY_RAISE_TAG = "raises-exception"
 USES_ANSWERS_TAG = "uses-answers"

@@ -8,8 +8,8 @@ the files the notebook writes -- is untrusted data; no point is awarded from the
 
 from __future__ import annotations
 
-if __name__ == "__main__":  # the grader's own process: nothing here checks "iri" strings (crashlab.startup)
-    from crashlab.startup import skip_unused_slow_imports
+if __name__ == "__main__":  # the grader's own process: nothing here checks "iri" strings (crashlab.plumbing.startup)
+    from crashlab.plumbing.startup import skip_unused_slow_imports
 
     skip_unused_slow_imports()
 

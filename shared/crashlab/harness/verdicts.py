@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from crashlab.audit import Audit, Event
+from crashlab.world.audit import Audit, Event
 from crashlab.harness.runs import ProcessRun
 from crashlab.order import TOOL_ORDER, check_failure, failure_path
 
