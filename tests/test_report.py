@@ -13,7 +13,7 @@ import pytest
 from crashlab.world.audit import Event
 from crashlab.report.demo import WIDTH, fit, terminal_summary
 from crashlab.harness import BASELINE, Matrix, ProcessRun, Row
-from crashlab.order import default_points
+from crashlab.crash_points import allowed_repeats, default_points
 from crashlab.report.plots import EXPECTED, NOT_REACHED
 from crashlab.report import CLEAN, PAGE_PX, heatmap_cell, headline, lesson_heatmap, tally, verdict, write_report
 
@@ -21,7 +21,7 @@ POINTS = [BASELINE] + default_points()  # 15 rows, as in the demo
 
 
 def row(point, dup=0, rep=None, finished=True, reached=True, problems=(), runs=()):
-    rep = (1 if point.startswith("after:model#") else 0) if rep is None else rep
+    rep = allowed_repeats(point) if rep is None else rep
     return Row(point, reached, {"charge": 1, "reservation": 1, "confirmation": 1 + dup}, dup, 4 + rep, rep, finished,
                0.5, list(problems), list(runs), [])
 

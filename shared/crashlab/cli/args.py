@@ -18,10 +18,10 @@ import socket
 import sys
 from pathlib import Path
 
-from crashlab.order import TOOL_ORDER, UNDO_TOOLS, check_crash_point, check_failure, check_order_id
+from crashlab.crash_points import FORMS_WITH_UNDO, check_crash_point
+from crashlab.order import TOOL_ORDER, check_failure, check_order_id
 
-CRASH_POINT_FORMS = (f"before:OP or after:OP, OP = model#N (N >= 1) or a tool: {', '.join(TOOL_ORDER)} "
-                     f"(with --fail, also an undo step: {', '.join(UNDO_TOOLS)})")
+CRASH_POINT_FORMS = FORMS_WITH_UNDO
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 

@@ -18,8 +18,8 @@ from crashlab.plumbing import sandbox as sandboxes
 from crashlab.harness.runs import CrashTestAgents, ProcessRun, RowsStopped, RunningAgent, run_agent, start_agent
 from crashlab.harness.verdicts import BASELINE, EXPECTATIONS, FAILURE_EXPECTATIONS, Row, judge
 from crashlab.harness.launcher import WarmLauncher, kept_launcher
-from crashlab.order import ORDER_ID, TOOL_ORDER, check_crash_point, check_failure, default_points, failure_path, \
-    failure_points
+from crashlab.crash_points import check_crash_point, default_points, failure_points
+from crashlab.order import ORDER_ID, TOOL_ORDER, check_failure, failure_path
 from crashlab.plumbing.outputs import MATRIX, write_output
 from crashlab.plumbing.scratch import remove_scratch
 from crashlab.world import World

@@ -16,6 +16,7 @@ import nbformat
 
 from crashlab.grading.notebooks import repo_root, written_files
 from crashlab.harness import crash_test
+from crashlab.crash_points import allowed_repeats
 from crashlab.plumbing.outputs import DEMO, OutputError, write_output
 from crashlab.plumbing.scratch import scratch_dir
 
@@ -141,7 +142,7 @@ def _cell(row) -> str:
         return ""
     if not row.reached:
         return "-"
-    allowed = 1 if row.point.startswith("after:model#") else 0
+    allowed = allowed_repeats(row.point)
     bad = row.duplicates or row.repeated_model_calls > allowed or not row.finished
     star = "*" if allowed and row.repeated_model_calls == 1 else ""
     return f"{row.duplicates}/{row.repeated_model_calls}{star}/{int(not row.finished)}" + ("!" if bad else "")

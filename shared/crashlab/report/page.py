@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 from crashlab.harness import Matrix
+from crashlab.crash_points import allowed_repeats
 from crashlab.report.plots import EXPECTED, NOT_REACHED
 
 CLEAN = "#e5f5e0"           # a measure at zero: pale green, so that it reads as "checked, fine", not as empty
@@ -58,7 +59,7 @@ class Tally:
 
 def tally(matrix: Matrix) -> Tally:
     reached = [row for row in matrix.rows if row.reached]
-    allowed = [1 if row.point.startswith("after:model#") else 0 for row in reached]
+    allowed = [allowed_repeats(row.point) for row in reached]
     return Tally(matrix.expect, len(matrix.rows), len(reached), sum(row.duplicates for row in reached),
                  sum(max(0, row.repeated_model_calls - a) for row, a in zip(reached, allowed)),
                  sum(min(row.repeated_model_calls, a) for row, a in zip(reached, allowed)),
@@ -147,7 +148,7 @@ def heatmap_cell(row, measure: str) -> tuple[str, str]:
     if not row.reached:
         return NOT_REACHED, "–"
     value = {"dup": row.duplicates, "rep": row.repeated_model_calls, "unf": int(not row.finished)}[measure]
-    if measure == "rep" and value == 1 and row.point.startswith("after:model#"):
+    if measure == "rep" and value == 1 and allowed_repeats(row.point):
         return EXPECTED, "1"
     if value == 0:
         return CLEAN, "0"

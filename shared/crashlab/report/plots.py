@@ -6,6 +6,7 @@ from typing import Sequence
 
 from crashlab.world.audit import Event
 from crashlab.harness import Matrix, ProcessRun
+from crashlab.crash_points import allowed_repeats
 
 _COLORS = {"model": "#4c72b0", "charge": "#55a868", "reservation": "#8172b2", "confirmation": "#c44e52"}
 
@@ -120,7 +121,7 @@ def matrix_heatmap(matrices: Sequence[Matrix], labels: Sequence[str] | None = No
         point, measure = points[i], ("duplicates", "repeated", "unfinished")[j % 3]
         if not reached[j // 3].get(point, True):
             special[i, j] = (NOT_REACHED, "not\nreached")
-        elif measure == "repeated" and point.startswith("after:model#") and value == 1:
+        elif measure == "repeated" and allowed_repeats(point) and value == 1:
             special[i, j] = (EXPECTED, "1")
     for (i, j), value in np.ndenumerate(data):
         color, text = special.get((i, j), (None, "" if np.isnan(value) else f"{value:.0f}"))
