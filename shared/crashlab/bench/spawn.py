@@ -18,6 +18,7 @@ from pathlib import Path
 
 from crashlab.bench.common import (ENGINES, ENV_BLOCK_AT, ENV_DB_URL, ENV_MARKER, ENV_RESTATE_ADMIN, ENV_RESTATE_INGRESS,
                                    ENV_TEMPORAL, BenchError)
+from crashlab.engines.registry import engine_of_variant
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # shared/, as parents[1] was from crashlab/bench.py
 
@@ -139,8 +140,7 @@ class _Servers:
     def __init__(self, workdir: Path, stack: contextlib.ExitStack, timeout: float):
         self.workdir, self.stack, self.timeout = workdir, stack, timeout
         self._pg_url: str | None = None
-        self._temporal = None
-        self._restate = None
+        self._served: dict[str, dict[str, str]] = {}  # engine name -> its server's env
 
     def env_for(self, engine: str) -> dict[str, str]:
         if engine == "dbos-postgres":
@@ -149,24 +149,13 @@ class _Servers:
             if self._pg_url is None:
                 self._pg_url = self.stack.enter_context(throwaway_postgres(self.workdir / "pg"))
             return {ENV_DB_URL: fresh_database(self._pg_url, "bench")}
-        if engine == "temporal":
-            if self._temporal is None:
-                from crashlab.engines.temporal import TemporalServer
-
-                server = TemporalServer.start(self.workdir / "temporal", port=0, reuse=False, fresh=True,
-                                              timeout=min(60.0, self.timeout))
-                self.stack.callback(server.stop, force=True)
-                self._temporal = server
-            return {ENV_TEMPORAL: self._temporal.address}
-        if engine == "restate":
-            if self._restate is None:
-                from crashlab.engines.restate import RestateServer
-
-                server = RestateServer.start(self.workdir / "restate", timeout=min(60.0, self.timeout))
-                self.stack.callback(server.stop)
-                self._restate = server
-            return {ENV_RESTATE_INGRESS: self._restate.ingress_url, ENV_RESTATE_ADMIN: self._restate.admin_url}
-        return {}
+        entry = engine_of_variant(engine)
+        if entry is None or not entry.server:
+            return {}
+        if entry.name not in self._served:
+            self._served[entry.name] = self.stack.enter_context(entry.serve(self.workdir / entry.name,
+                                                                            min(60.0, self.timeout)))
+        return self._served[entry.name]
 
 
 def _measure_engine(engine: str, servers: _Servers, workdir: Path, steps: int, repeats: int,

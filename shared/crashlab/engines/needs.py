@@ -1,7 +1,8 @@
-"""Servers a crash matrix needs besides the world, named in a lesson's metadata (``"needs": "temporal"`` or ``"restate"``).
+"""Servers a crash matrix needs besides the world, named in a lesson's metadata (``"needs": "temporal"``), by the
+engine registry's names.
 
-The grader, the demo and the soak (``crashlab soak --needs temporal``) start them once, pass their address
-to the agents through the environment, and stop them at the end.
+The grader, the demo and the soak (``crashlab soak --needs temporal``) start each once, pass its address to the
+agents through the environment, and stop it at the end.
 """
 
 from __future__ import annotations
@@ -9,14 +10,17 @@ from __future__ import annotations
 from contextlib import ExitStack
 from pathlib import Path
 
-NEEDS = ("temporal", "restate")  # the servers the course knows how to start
+from crashlab.engines.registry import WITH_SERVER, engine
+
+NEEDS = WITH_SERVER  # the servers the course knows how to start
 
 
 class Needs:
     """Start each needed server on first request and keep it for the rest of the run."""
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, timeout: float = 30.0):
         self.workdir = Path(workdir)
+        self.timeout = timeout
         self._stack = ExitStack()
         self._env: dict[str, dict[str, str]] = {}
 
@@ -30,18 +34,9 @@ class Needs:
         return env
 
     def _start(self, need: str) -> dict[str, str]:
-        if need == "temporal":
-            from crashlab.engines.temporal import TemporalServer
-
-            server = self._stack.enter_context(TemporalServer.start(self.workdir / "temporal", reuse=False, fresh=True))
-            return server.env()
-        if need == "restate":
-            from crashlab.engines.restate import RestateServer
-
-            server = RestateServer.start(self.workdir / "restate")
-            self._stack.callback(server.stop, remove=True)
-            return server.env()
-        raise ValueError(f"unknown need {need!r}: the course knows how to start {', '.join(map(repr, NEEDS))}")
+        if need not in NEEDS:
+            raise ValueError(f"unknown need {need!r}: the course knows how to start {', '.join(map(repr, NEEDS))}")
+        return self._stack.enter_context(engine(need).serve(self.workdir / need, self.timeout))
 
     def close(self) -> None:
         self._stack.close()

@@ -29,11 +29,12 @@ from pathlib import Path
 import httpx
 
 from crashlab.engines.restate.client import ENV_RESTATE_ADMIN, ENV_RESTATE_INGRESS, register_deployment
+from crashlab.engines.registry import ENGINES
 from crashlab.plumbing import supervisor
 from crashlab.plumbing.ports import PortTaken, free_port, retry_on_taken_port
 from crashlab.plumbing.scratch import remove_scratch
 
-RESTATE_VERSION = "1.7.12"  # @restatedev/restate-server, pinned in the Makefile's setup
+RESTATE_VERSION = ENGINES["restate"].pin  # @restatedev/restate-server; the Makefile and the release read it
 ENV_RESTATE_BIN = "CRASHLAB_RESTATE_BIN"
 # Where restate_binary looks: <this environment>/restate -- .venv/restate after `make setup`, but a conda or
 # Binder environment has its own prefix, so the fix names this one.
@@ -245,6 +246,17 @@ def restate_environment(data_dir: str | os.PathLike, *, remove: bool = True, **s
         server.stop(remove=remove)
 
 
+@contextlib.contextmanager
+def serve(folder: Path, timeout: float = 30.0):
+    """A fresh server in ``folder`` for the block (the engine registry's way to start one); yields its env. Its
+    data is removed at the end."""
+    server = RestateServer.start(folder, timeout=timeout)
+    try:
+        yield server.env()
+    finally:
+        server.stop(remove=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -269,4 +281,4 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["RESTATE_VERSION", "RestateServer", "RestateServerError", "restate_binary", "restate_environment", "main"]
+__all__ = ["RESTATE_VERSION", "RestateServer", "RestateServerError", "restate_binary", "restate_environment", "main", "serve"]

@@ -257,6 +257,16 @@ def temporal_environment(state_dir: str | os.PathLike, **start_kwargs):
         server.stop()
 
 
+@contextlib.contextmanager
+def serve(folder: Path, timeout: float = 30.0):
+    """A fresh dev server in ``folder`` for the block (the engine registry's way to start one); yields its env."""
+    server = TemporalServer.start(folder, port=0, reuse=False, fresh=True, timeout=timeout)
+    try:
+        yield server.env()
+    finally:
+        server.stop(force=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     import argparse
@@ -289,4 +299,4 @@ if __name__ == "__main__":
 
 
 __all__ = ["TemporalServer", "TemporalServerError", "temporal_binary", "temporal_environment", "ENV_TEMPORAL_BIN",
-           "main"]
+           "main", "serve"]
