@@ -23,7 +23,7 @@ import pytest
 
 from crashlab.world import runscope
 from crashlab.grading.grade import grade_notebook
-from crashlab.grading.notebooks import grade_id
+from crashlab.course.notebooks import grade_id
 from crashlab.harness import BASELINE, crash_row, run_agent
 from crashlab.world.runscope import RunScope
 from crashlab.plumbing.sandbox_slot import SandboxSlot

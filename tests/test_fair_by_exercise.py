@@ -21,7 +21,7 @@ import pytest
 from crashlab.lessons import interview
 from crashlab.grading.answer_cells import module_name, write_answer_modules
 from crashlab.grading.grade import grade_notebook
-from crashlab.grading.notebooks import grade_id
+from crashlab.course.notebooks import grade_id
 from crashlab.grading.references import reference_value
 from crashlab.grading.remote import decode, encode
 from crashlab.harness.runs import ProcessRun

@@ -6,7 +6,7 @@ import nbformat
 import pytest
 
 from crashlab.grading.grade import grade_notebook, score_matrix_check
-from crashlab.grading.notebooks import grade_id
+from crashlab.course.notebooks import grade_id
 from master_files import write_master_files
 from crashlab.harness import crash_test, double_crash_pairs
 from crashlab.crash_points import allowed_repeats

@@ -8,7 +8,7 @@ import nbformat
 import pytest
 
 from crashlab.grading.grade import score_matrix_check
-from crashlab.grading.notebooks import written_files
+from crashlab.course.notebooks import written_files
 from crashlab.harness import run_agent
 from crashlab.engines.temporal import ENV_TEMPORAL_ADDRESS, TemporalServer, TemporalServerError, temporal_environment
 from crashlab.plumbing.ports import free_port

@@ -19,7 +19,7 @@ import pytest
 
 import crashlab
 from crashlab.grading.grade import grade_notebook
-from crashlab.grading.notebooks import grade_id
+from crashlab.course.notebooks import grade_id
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON1 = "01_naive_event_log.ipynb"

@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from crashlab.grading.notebooks import QUIET_KERNEL, is_answer_cell, is_test_cell
+from crashlab.course.notebooks import QUIET_KERNEL, is_answer_cell, is_test_cell
 
 ROOT = Path(__file__).resolve().parent.parent
 STUDENT_NOTEBOOKS = sorted((ROOT / "course").glob("*.ipynb"))

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from crashlab.order import PERMANENT_ERRORS
 
+# What every "the world is not there" message ends with.
+HOW_TO_START = ("start one with `crashlab world start`, or in Python with "
+                "`world = crashlab.World.start()` and run the agent with `env=world.env()`")
+
 
 class AgentError(RuntimeError):
     """An error an agent cannot fix by retrying: the message says what went wrong and what to do."""
@@ -62,4 +66,4 @@ class ModelCallFailed(CallFailed):
     RETRY_LATER = 429
 
 
-__all__ = ["AgentError", "CallFailed", "MalformedToolCall", "ModelCallFailed", "ToolCallFailed", "WorldNotRunning"]
+__all__ = ["HOW_TO_START", "AgentError", "CallFailed", "MalformedToolCall", "ModelCallFailed", "ToolCallFailed", "WorldNotRunning"]

@@ -25,9 +25,10 @@ uses them, so an agent process loads only its own engine.
 from crashlab.agent.model import (MAX_TOKENS, MODEL, MODEL_TIMEOUT, ONE_TOOL_PER_TURN, ModelClient, content_to_dicts,
                                   first_tool_use, model_client, real_api_enabled, tool_error_message,
                                   tool_result_message, warm_up_sdk)
-from crashlab.agent.run import agent_main, state_dir
+from crashlab.agent.run import agent_main
 from crashlab.agent.tools import (TOOL_TIMEOUT, call_tool, charge_card, list_charges, refund_charge, release_item,
                                   reserve_item, send_cancellation, send_confirmation, validate_tool_call)
+from crashlab.envnames import state_dir
 from crashlab.errors import (AgentError, CallFailed, MalformedToolCall, ModelCallFailed, ToolCallFailed,
                              WorldNotRunning)
 from crashlab.order import (ALL_TOOL_SCHEMAS, AMOUNT, COMPENSATION_TOOLS, ORDER_ID, SKU, TOOLS,

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import httpx
 
+from crashlab.errors import HOW_TO_START
+
 TLS = httpx.create_ssl_context()
-HOW_TO_START = ("start one with `crashlab world start`, or in Python with "
-                "`world = crashlab.World.start()` and run the agent with `env=world.env()`")
 
 
 def one_line(text: str, limit: int = 200) -> str:

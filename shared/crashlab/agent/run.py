@@ -4,26 +4,13 @@ code 2 for an :class:`~crashlab.errors.AgentError` instead of a traceback."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from pathlib import Path
 from typing import Any, Callable
 
-from crashlab.agent.connection import HOW_TO_START
-from crashlab.envnames import ENV_STATE_DIR
-from crashlab.errors import AgentError, WorldNotRunning
+from crashlab.envnames import state_dir
+from crashlab.errors import AgentError
 from crashlab.eventlog import CorruptLogError
 from crashlab.order import ORDER_ID, check_order_id
-
-
-def state_dir() -> Path:
-    """Where this agent keeps its durable state (set by the harness or ``World.env()``)."""
-    value = os.environ.get(ENV_STATE_DIR)
-    if not value:
-        raise WorldNotRunning(f"{ENV_STATE_DIR} is not set; {HOW_TO_START}")
-    path = Path(value)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def order_argument(text: str) -> str:

@@ -53,7 +53,6 @@ It is a benchmark, not a test: nothing here asserts a speed.
 
 from __future__ import annotations
 
-from crashlab.bench.cli import QUICK, main
 from crashlab.bench.common import ENGINES, BenchError
 from crashlab.bench.results import BenchResult, BenchRow
 from crashlab.bench.run import run_benchmark
@@ -61,7 +60,7 @@ from crashlab.bench.run import run_benchmark
 # The package's parts (each module says what it holds): common (engine names, environment variables,
 # BenchError), results (BenchRow, BenchResult: table, plots, JSON), workloads (the engines' workflows, in
 # their own process; Restate's in restate_workload), child (that process's side: measurement, recovery phase, watchdog), spawn (running
-# the children and servers from the caller's process), run (run_benchmark), cli (main).
+# the children and servers from the caller's process), run (run_benchmark); its command line is crashlab.cli.bench.
 
 try:  # module-level so that a test can replace it
     from crashlab.engines.postgres import postgres_available
@@ -69,4 +68,4 @@ except ImportError:  # pragma: no cover -- only when the module is absent
     postgres_available = None  # type: ignore[assignment]
 
 
-__all__ = ["run_benchmark", "BenchResult", "BenchRow", "BenchError", "ENGINES", "QUICK", "main"]
+__all__ = ["run_benchmark", "BenchResult", "BenchRow", "BenchError", "ENGINES"]

@@ -295,7 +295,7 @@ def lesson_range(text: str) -> list[str]:
     import nbformat
 
     from crashlab.grading.classroom import parse_lessons
-    from crashlab.grading.notebooks import lesson_of, repo_root
+    from crashlab.course.notebooks import lesson_of, repo_root
 
     available = sorted(filter(None, (lesson_of(nbformat.read(m, as_version=4))
                                      for m in (repo_root() / "solutions").glob("*.ipynb"))))

@@ -365,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
 
     skip_unused_slow_imports()  # nothing the command does checks "iri" strings
     if argv[:1] == ["bench"]:  # all of its options belong to crashlab.bench
-        from crashlab.bench import main as bench_main
+        from crashlab.cli.bench import main as bench_main
 
         return bench_main(argv[1:])
     args = build_parser().parse_args(argv)

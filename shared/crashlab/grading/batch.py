@@ -47,7 +47,7 @@ from pathlib import Path
 
 
 from crashlab.grading.classroom import exercises
-from crashlab.grading.notebooks import repo_root
+from crashlab.course.notebooks import repo_root
 from crashlab.grading.submissions import lesson_master, masters_by_lesson, notebooks_in, read_own, unreadable
 from crashlab.grading.report import GradingError
 from crashlab.plumbing.outputs import GRADEBOOK, RESULTS, write_output

@@ -14,7 +14,7 @@ from pathlib import Path
 from crashlab.grading.answer_cells import write_answer_modules
 from crashlab.grading.isolation import Deadline, Isolation
 from crashlab.grading.references import copy_on_answers, lesson_references
-from crashlab.grading.notebooks import grade_id, is_test_cell, nbgrader_meta, written_files
+from crashlab.course.notebooks import grade_id, is_test_cell, nbgrader_meta, written_files
 from crashlab.grading.report import TestResult
 
 JUDGE_SETUP_TAG = "judge-setup"

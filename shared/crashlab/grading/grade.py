@@ -28,7 +28,8 @@ from crashlab.answers import answer_files
 from crashlab.grading.checks import judge_checks, score_matrix_check
 from crashlab.grading.references import lesson_references
 from crashlab.grading.isolation import Deadline, Isolation, keep_only_what_the_submission_writes, run_submission
-from crashlab.grading.notebooks import as_given_to_students, grade_id, is_answer_cell, is_locked, is_test_cell, lesson_of, nbgrader_meta, repo_root
+from crashlab.course.notebooks import grade_id, is_answer_cell, is_locked, is_test_cell, lesson_of, nbgrader_meta, repo_root
+from crashlab.grading.build import as_given_to_students
 from crashlab.grading.report import GradeReport, GradingError, TestResult, without_grader_paths, write_results
 from crashlab.grading.submissions import read_notebook
 from crashlab.engines.needs import Needs

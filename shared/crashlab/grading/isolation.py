@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 
-from crashlab.grading.notebooks import lesson_of
+from crashlab.course.notebooks import lesson_of
 from crashlab.grading.report import GradingError
 from crashlab.plumbing.sandbox_slot import SandboxSlot
 from crashlab.plumbing.scratch import remove_scratch
@@ -97,7 +97,7 @@ class Isolation:
 
     def give_lesson_files(self, lessons: list[str], solutions: Path) -> None:
         """A lesson that runs earlier lessons' reference agents gets just those files, not the masters."""
-        from crashlab.grading.notebooks import written_files
+        from crashlab.course.notebooks import written_files
 
         target = self.workdir / "home" / "lesson-files"
         for master in sorted(solutions.glob("*.ipynb")):
@@ -177,7 +177,8 @@ def keep_only_what_the_submission_writes(nb, master) -> int:
     (the agents and modules the checks use), the answer cells, and whatever the student added or changed.
     The master's own checks and demonstrations award nothing there, so they are blanked: grading is
     faster, and none of them can hang it. Returns how many cells were blanked."""
-    from crashlab.grading.notebooks import as_given_to_students, is_answer_cell
+    from crashlab.course.notebooks import is_answer_cell
+    from crashlab.grading.build import as_given_to_students
 
     # As the master has it, or as the student notebook shows it (nbval comments moved to tags).
     given = {source for cell in master.cells if cell.cell_type == "code" and not is_answer_cell(cell)

@@ -22,7 +22,7 @@ def main() -> int:
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
 
-    from crashlab.grading.notebooks import QUIET_KERNEL
+    from crashlab.course.notebooks import QUIET_KERNEL
 
     source, cell_timeout, workdir = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     nb = nbformat.read(source, as_version=4)

@@ -20,7 +20,7 @@ import nbformat
 
 from crashlab.grading.batch import grade_batch
 from crashlab.grading.build import student_version
-from crashlab.grading.notebooks import grade_id, is_answer_cell, lesson_of, repo_root
+from crashlab.course.notebooks import grade_id, is_answer_cell, lesson_of, repo_root
 from crashlab.plumbing.outputs import THROUGHPUT, write_output
 from crashlab.plumbing.scratch import scratch_dir
 

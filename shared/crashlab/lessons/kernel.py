@@ -104,7 +104,7 @@ def extract_lesson_files(lessons, dest: str | os.PathLike) -> Path:
     folder the files are in (while grading, a folder of the grader's choosing instead of ``dest``)."""
     import nbformat
 
-    from crashlab.grading.notebooks import lesson_of, repo_root, written_files
+    from crashlab.course.notebooks import lesson_of, repo_root, written_files
     from crashlab.plumbing.sandbox import ENV_GRADING_LESSON
 
     dest = Path(dest)

@@ -23,6 +23,8 @@ import os
 import sys
 from pathlib import Path
 
+from crashlab.plumbing import LIBRARY
+
 CLONE_NEWNS = 0x00020000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
 MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
@@ -35,9 +37,7 @@ class ViewError(RuntimeError):
 
 def runtime_paths() -> tuple[str, ...]:
     """The system, this Python (the venv and the interpreter it links to) and the course library."""
-    import crashlab
-
-    library = Path(crashlab.__file__).resolve().parent.parent
+    library = LIBRARY.parent
     python = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     return (*SYSTEM, *sorted(python), str(library))
 

@@ -13,15 +13,15 @@ import os
 import re
 import sys
 
+from crashlab.plumbing import LIBRARY
+
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)')
 
 
 @functools.cache
 def _outside() -> tuple[str, ...]:
-    import crashlab
-
     return tuple(os.path.join(os.path.abspath(p), "") for p in
-                 {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(crashlab.__file__)})
+                 {sys.prefix, sys.base_prefix, sys.exec_prefix, str(LIBRARY)})
 
 
 def is_students_file(filename: str) -> bool:

@@ -25,7 +25,7 @@ from pathlib import Path
 import nbformat
 
 from crashlab.grading.gradescope import MANIFEST
-from crashlab.grading.notebooks import lesson_of, repo_root
+from crashlab.course.notebooks import lesson_of, repo_root
 from crashlab.plumbing.outputs import BUNDLE, ENCRYPTED_BUNDLE, check_replaceable, replace_with
 from crashlab.release.files import TEMPLATES, library_files
 

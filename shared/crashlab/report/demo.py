@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 
-from crashlab.grading.notebooks import repo_root, written_files
+from crashlab.course.notebooks import repo_root, written_files
 from crashlab.harness import crash_test
 from crashlab.crash_points import allowed_repeats
 from crashlab.plumbing.outputs import DEMO, OutputError, write_output

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import nbformat
 
-from crashlab.grading.notebooks import repo_root, written_files
+from crashlab.course.notebooks import repo_root, written_files
 
 
 def masters(solutions: Path | None = None) -> list[Path]:

@@ -8,6 +8,7 @@ import os
 import uuid
 from pathlib import Path
 
+from crashlab.envnames import state_dir
 from crashlab.errors import AgentError
 from crashlab.plumbing.chosen_once import chosen_once
 
@@ -66,8 +67,6 @@ async def connect(namespace: str | None = None, *, address: str | None = None, t
         _quiet = True
     address = address or temporal_address()
     if namespace is None:
-        from crashlab.agent import state_dir
-
         namespace = namespace_for(state_dir())
     try:
         client = await asyncio.wait_for(Client.connect(address, namespace=namespace), timeout)

@@ -1,4 +1,6 @@
-"""Small helpers about course notebooks: which cell is which, where the masters are."""
+"""The masters' format: which cell is which (nbgrader's metadata), which lesson a notebook is, which files its
+``%%writefile`` cells write, and where the masters are. Read by the grader, the builder, the release, the demo,
+the soak and the lessons' kernels alike, so it imports nothing of theirs."""
 
 from __future__ import annotations
 
@@ -27,20 +29,6 @@ def is_test_cell(cell) -> bool:
 
 def is_locked(cell) -> bool:
     return bool(nbgrader_meta(cell).get("locked"))
-
-
-def as_given_to_students(master_cell) -> str:
-    """The source of a master cell as the student notebook shows it: hidden checks removed, nbval comments
-    moved to tags (see :mod:`crashlab.grading.build`)."""
-    import copy
-
-    from nbgrader.preprocessors import ClearHiddenTests
-
-    from crashlab.grading.build import MoveNbvalMarkersToTags
-
-    cell, _ = ClearHiddenTests().preprocess_cell(copy.deepcopy(master_cell), {}, 0)
-    cell, _ = MoveNbvalMarkersToTags().preprocess_cell(cell, {}, 0)
-    return cell.source
 
 
 def repo_root() -> Path:
