@@ -134,7 +134,7 @@ def test_an_agent_that_hangs_before_the_point_is_killed_and_reported(tmp_path):
     [run] = row.runs
     assert run.timed_out
     assert run.returncode == -9
-    assert 3 <= run.seconds < 10
+    assert run.seconds >= 3  # not killed before its timeout (how long after is the machine's business)
     assert not pid_running(run.pid)
     assert row.problems == ["before:model#2: crash point never reached (the agent hung before reaching it)"]
 

@@ -311,7 +311,7 @@ def test_a_planted_world_log_link_is_never_written_through(tmp_path):
 @ROOT_ONLY
 def test_forged_results_and_a_rewritten_library_do_not_count(tmp_path):
     out = tmp_path / "results.json"
-    library = Path(crashlab.__file__).parent / "agent.py"
+    library = Path(crashlab.__file__).parent / "agent" / "tools.py"
     before = hashlib.sha256(library.read_bytes()).hexdigest()
     forge = (f"import json\n"
              f"full = {{'score': 12, 'max_score': 12, 'tests': []}}\n"
