@@ -184,8 +184,9 @@ BANK: tuple[Question, ...] = (
     _q("q16", "8", "Our booking agent sometimes reserves the same hotel twice. How do you debug it?",
        "Add more logging to the agent.",
        "Start from the provider's records for the order: two reservations with no key or different keys mean a "
-       "missing or per-attempt key; overlapping workers mean no single-writer lock; a duplicate right after a "
-       "restart is the after-effect crash window. Reproduce it under the crash harness at that point, fix the key's "
+       "missing or per-attempt key; two with the same key mean the retry came after the provider forgot the key; "
+       "overlapping workers mean no single-writer lock; a duplicate right after a restart is the after-effect "
+       "crash window. Reproduce it under the crash harness at that point, fix the key's "
        "origin, and keep the crash matrix in CI.",
        "What evidence would convince you it is fixed?",
        ["Read the agent's own log to see what it did twice",
