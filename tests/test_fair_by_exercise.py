@@ -134,6 +134,8 @@ def test_a_dataclass_crosses_with_its_properties():
 
 DIAGNOSE_WITH_PROPERTIES = '''def diagnose(charges: list[dict], runs: list) -> str:
     first, second = charges[0], charges[1]
+    if first["idempotency_key"] is not None and first["idempotency_key"] == second["idempotency_key"]:
+        return "key expired"
     if first["pid"] == second["pid"]:
         return "retry without a key"
     if first["idempotency_key"] and second["idempotency_key"] and first["idempotency_key"] != second["idempotency_key"]:

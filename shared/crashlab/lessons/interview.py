@@ -53,7 +53,7 @@ BANK: tuple[Question, ...] = (
        "model answers are not paid for again, because progress lives outside the process.",
        "Where exactly does the state live, and what happens to a step that was running when the process died?",
        ["Retrying the whole run from the start whenever it fails",
-        "The run continues from its last recorded step, reusing recorded results",
+        "Resuming at the last recorded step, reusing recorded results",
         "Saving the chat history so the model can be asked where it left off"], "B"),
     _q("q02", "1", "Your agent logs each step after its tool returns. Where can a crash still cause a duplicate?",
        "Nowhere, the log records every step.",
@@ -67,7 +67,8 @@ BANK: tuple[Question, ...] = (
        "So a crash between the decision and the effect does not cost the model call again: the resume finds the "
        "decided tool call in the log and runs it without asking. The only repeat left is an answer that died in flight.",
        "Which crash point still repeats a model call, and why can no engine avoid it?",
-       ["So the tool call is guaranteed to run exactly once", "So the resume runs the logged decision instead of asking again",
+       ["So the tool call is guaranteed to run exactly once, even after a crash",
+        "So the resume runs the logged decision instead of asking again",
         "So the model sees its earlier decision in the prompt"], GRADED),
     _q("q04", "1", "The last line of your JSONL log is half a record after a crash. What should the reader do?",
        "Skip lines that fail to parse.",
@@ -90,22 +91,30 @@ BANK: tuple[Question, ...] = (
        "as new. Uniqueness per attempt is exactly the wrong property: the key must be the same for every attempt "
        "of the same step (a uuid made once and saved durably before the first attempt would do).",
        "Where would you compute and store the key so that it survives a crash?",
-       ["uuid4 values can collide under load", "Every attempt gets a new key, so a retry looks like a new request",
-        "The provider keeps keys only for a few seconds"], GRADED),
+       ["uuid4 values can collide when many workers mint them at once",
+        "Every attempt gets a new key, so a retry looks like a new request",
+        "The provider keeps a key only a few seconds, so the retry finds none"], GRADED),
     _q("q07", "2", "A charge request timed out. Did the charge happen?",
        "No, it failed.",
-       "Unknown: the service may have committed and lost the reply. The safe move is to retry the same request with "
-       "the same idempotency key; the provider returns the first result if it did commit.",
+       "Unknown: the service may have committed and lost the reply. Retry the same request with the same "
+       "idempotency key, never a new one: if the first attempt committed, the provider returns its result. A 5xx "
+       "is not the same as no reply at Stripe: API v1 saves the first response of a key, errors included, so the "
+       "same key gets the same 500 back. After a 5xx treat the outcome as unknown "
+       "and reconcile: look the charge up by the order, and honour the Stripe-Should-Retry header instead of looping. "
+       "(API v2 keeps keys 30 days and finishes the failed work on a retry. The course's world answers a 503 having "
+       "done nothing, so a retry there is fresh: a fair contract, but not Stripe's v1.)",
        "Which errors are retryable and which are not? (No reply, 409 and 5xx versus a 400.)",
-       ["Unknown; retry with the same key", "No: a timeout means the provider rolled it back",
-        "Unknown; ask the model whether to retry"], GRADED),
+       ["Unknown; retry with the same key, and after a 5xx look the charge up",
+        "No: a timeout means the provider rolled the charge back, so charge again",
+        "Unknown; retry with a new key, so a saved error is not replayed"], GRADED),
     _q("q08", "2", "Why should a provider reject the same key with different parameters?",
        "It should just replay the first response.",
        "A key reused for a different request is a bug; replaying would silently return the wrong charge, charging "
        "again would defeat the key. An error makes the bug loud.",
        "What parameters would you include in the request fingerprint?",
-       ["It should not: replaying the first response is always safe", "Because replaying a different request's result would hide a bug",
-        "It should charge the new amount and refund the old one"], GRADED),
+       ["It should not: replaying the first response is always safe",
+        "Because replaying a different request's result would hide a bug",
+        "Because a key is good for one request; each retry needs a new key"], GRADED),
     _q("q09", "2", "Two workers resume the same order at once. What goes wrong with a read-check-write JSON ledger?",
        "Nothing, they both check the ledger first.",
        "Both read before either writes, both see no record, both act. The check and the write must be one atomic "
@@ -120,8 +129,9 @@ BANK: tuple[Question, ...] = (
        "window: the effect lands, and the task's result is saved in the background while the next task already runs "
        "(in every durability mode), so a crash then repeats the effect -- the effects keep idempotency keys.",
        "What do the durability modes exit, async and sync change, and which one never loses a finished node?",
-       ["Yes: with a checkpointer every line of a node is journaled", "Yes, as long as the checkpointer is Postgres",
-        "No: a crash re-runs the interrupted node unless its effects are tasks, and keys cover what tasks cannot"], "C"),
+       ["Yes: with a checkpointer every line of a node is journaled as it runs",
+        "Yes, as long as the checkpointer is Postgres and durability is sync",
+        "No: a crash re-runs the node; tasks and keys cover its effects"], "C"),
     _q("q11", "3", "You used InMemorySaver and the process restarted. What survives?",
        "The checkpoints.",
        "Nothing: in-memory checkpoints live in the process. Durability needs a persistent backend (SQLite, Postgres).",
@@ -131,21 +141,26 @@ BANK: tuple[Question, ...] = (
        "Yes, DBOS guarantees exactly once.",
        "The step's result is recorded once it returns, so a completed step is not re-run; a step interrupted mid-way "
        "runs again (at least once). Exactly once is possible only when the effect and its record commit in one "
-       "database transaction (a DBOS transaction on the application database); a card charge at a provider is "
-       "outside it, so it needs an idempotency key from the order (or workflow id) and the step.",
+       "database transaction: in DBOS 3.x (which dropped the application database and @DBOS.transaction) that is a "
+       "datasource transaction on your own database -- SQLAlchemyDatasource.create(url) gives a "
+       "SqliteSyncDatasource or a PostgresSyncDatasource, and a function decorated with its transaction() records "
+       "the step in the same transaction as your writes. A card charge at a provider is outside any transaction of "
+       "yours, so it needs an idempotency key from the order (or workflow id) and the step.",
        "What happens to in-flight workflows when you deploy changed workflow code?",
        ["At least once: an interrupted step runs again, so the charge needs a key",
-        "Yes: DBOS records the step, so it runs exactly once",
-        "Yes, if the system database is Postgres rather than SQLite"], "A"),
+        "Yes: the step's checkpoint and the charge are written together, so it runs once",
+        "Yes, if it runs in a datasource transaction"], "A"),
     _q("q13", "5", "Why can't a Temporal workflow call the model, the clock or random directly?",
        "Because it is slow.",
        "Workflow code is replayed from the event history on recovery and must take the same path every time; "
        "non-deterministic calls belong in activities, whose results are recorded. Use workflow.now() and "
-       "workflow.random() for time and randomness inside the workflow.",
+       "workflow.random() for time and randomness inside the workflow. In Python the sandbox also refuses many of "
+       "these calls while the workflow runs (datetime.now, the random module, sockets), so the mistake fails at once "
+       "instead of at the first replay; what it lets through must still be deterministic.",
        "How do you ship a code change without breaking running workflows? (workflow.patched, replay tests.)",
        ["Replay must follow the same path, so nondeterminism goes into activities",
-        "The sandbox blocks network calls, so it would fail even without a crash",
-        "It can, as long as the result is saved in a workflow variable"], "A"),
+        "Only the model call must move: it is slow, while the clock and random are cheap",
+        "It can, if the result is kept in a workflow variable"], "A"),
     _q("q14", "5", "After a worker is killed, why might a Temporal order take 10+ seconds to finish on a new worker?",
        "Temporal is slow.",
        "The interrupted activity is retried only after its start-to-close (or heartbeat) timeout, and the next "
@@ -169,11 +184,13 @@ BANK: tuple[Question, ...] = (
     _q("q16", "8", "Our booking agent sometimes reserves the same hotel twice. How do you debug it?",
        "Add more logging to the agent.",
        "Start from the provider's records for the order: two reservations with no key or different keys mean a "
-       "missing or per-attempt key; overlapping workers mean no single-writer lock; a duplicate right after a "
-       "restart is the after-effect crash window. Reproduce it under the crash harness at that point, fix the key's "
+       "missing or per-attempt key; two with the same key mean the retry came after the provider forgot the key; "
+       "overlapping workers mean no single-writer lock; a duplicate right after a restart is the after-effect "
+       "crash window. Reproduce it under the crash harness at that point, fix the key's "
        "origin, and keep the crash matrix in CI.",
        "What evidence would convince you it is fixed?",
-       ["Read the agent's own log of what it did", "Add a check-before-reserve in the agent",
+       ["Read the agent's own log to see what it did twice",
+        "Add a check-before-reserve in the agent and watch whether it recurs",
         "Compare the provider's reservations, keys and process timeline"], "C"),
     _q("q17", "8", "A durable step costs 2-30 ms. Does that matter for an agent?",
        "Yes, it makes agents slow.",
@@ -181,26 +198,32 @@ BANK: tuple[Question, ...] = (
        "is a step, so replays do not re-burn tokens or repeat effects. Measure it: per-step cost against an "
        "fsync floor on your machine.",
        "When would you still pick the lightest engine?",
-       ["It dominates run time, so batch steps together", "It is small next to model latency",
-        "It matters only with Postgres"], GRADED),
+       ["It dominates, so batch effects into one step",
+        "Noise next to model calls of seconds: journal every call",
+        "It adds up, so leave the model calls out of the journal to save it"], GRADED),
     _q("q18", "7", "The card is charged, then SKU-772 turns out to be out of stock for good. What should the agent do?",
        "Keep retrying the reservation.",
        "Compensate: the code, not the model, runs the undo steps for what succeeded -- refund the charge, tell the "
        "customer -- in reverse order, each recorded and keyed like any step, so a crash during the undo neither "
-       "loses it nor refunds twice. Only permanent errors (a 4xx 'out of stock') start it; transient ones are retried.",
+       "loses it nor refunds twice. Only permanent errors (a 4xx 'out of stock') start it; transient ones are retried. "
+       "Two more paths need the same undo. A cancellation of the order runs the compensations too, in a scope that "
+       "cannot itself be cancelled (or the undo is cut short). And an unknown outcome -- a charge whose retries ran "
+       "out on a timeout, with no reply -- may have taken the money: register the refund before the call, and make "
+       "it tolerate 'nothing to refund', so the undo is right whether the charge landed or not.",
        "What does the audit of a cleanly undone order look like, and what is an inconsistent one?",
-       ["Retry the reservation until it succeeds; the stock will come back",
-        "Tell the model it failed and let it decide whether to refund",
-        "Run recorded, keyed compensations (refund, notify) in reverse order, owned by the code"], "C"),
+       ["Retry the reservation with backoff until it succeeds; stock usually comes back",
+        "Tell the model it failed and let it decide what to undo",
+        "The code runs keyed, recorded undo steps in reverse order"], "C"),
     _q("q19", "7", "An order waits three days for approval; then the charge step is retried with the same key. Safe?",
        "Yes, the key makes it safe.",
-       "Not necessarily: payment providers forget idempotency keys after about a day, so the old key is a new charge. "
+       "Not necessarily: payment providers forget idempotency keys after a while (Stripe: at least 24 hours on API "
+       "v1, 30 days on v2), and then the old key is a new charge. "
        "Record the charge's outcome durably the moment it is known, look the charge up at the provider (by the order) "
        "before charging again after a long pause, or take the payment after the wait, not before.",
        "Which of your keys outlive the provider's key lifetime, and how would the harness show it?",
-       ["Yes: an idempotency key protects for ever", "No: make a fresh key after a day so the provider accepts it",
-        "Not after the provider's key lifetime (about a day): record the outcome and look it up before re-charging"],
-       GRADED),
+       ["Yes: the same key returns the first charge, however late the retry",
+        "No: make a fresh key after a day so the provider accepts it",
+        "Not past the key's lifetime: look the charge up at the provider first"], GRADED),
     _q("q20", "5", "A partitioned worker's activity timed out and was retried elsewhere, but the first attempt is "
                    "still running. What protects the customer?",
        "Temporal kills the old attempt.",
@@ -208,18 +231,20 @@ BANK: tuple[Question, ...] = (
        "be the same for every attempt (workflow id and activity id, never the attempt number), so whichever lands "
        "second is deduplicated; heartbeats let a live zombie learn it was cancelled.",
        "Why is the attempt number the wrong thing to put in the key?",
-       ["The server kills the first attempt before retrying",
-        "The same key on every attempt, so whichever lands second is deduplicated",
+       ["The server kills the old attempt before retrying",
+        "The same key on every attempt, so the second is deduplicated",
         "A key that includes the attempt number, so each attempt is traceable"], GRADED),
     _q("q21", "5", "A Temporal agent runs thousands of turns in one workflow. What breaks, and what do you do?",
        "Nothing, the history is unlimited.",
        "The event history has limits (warnings at 10k events, termination around 50k events or 50 MB) and every "
-       "replay re-reads it. Continue-as-new with the conversation state (or a summary) starts a fresh history. Keys "
-       "built from the run id change across continue-as-new: build them from the workflow id and the turn when the "
-       "new run must deduplicate against the old one.",
+       "replay re-reads it. Continue-as-new with the conversation state (or a summary) starts a fresh history; check "
+       "workflow.info().is_continue_as_new_suggested() at each turn, which the server sets as the history nears "
+       "its limits, rather than counting events yourself. Keys built from the run id change across continue-as-new: "
+       "build them from the workflow id and the turn when the new run must deduplicate against the old one.",
        "Which state do you carry over, and what happens to a signal sent during the switch?",
-       ["Nothing breaks: histories have no limit", "Give the worker a bigger cache",
-        "Continue-as-new with the state carried over, and keys that survive the new run id"], GRADED),
+       ["Nothing: the history grows, but a replay reads only the newest events",
+        "Give the worker a bigger cache",
+        "Continue-as-new when suggested, keys built to survive it"], GRADED),
     _q("q22", "4", "You reorder two steps of the workflow while 200 orders are mid-flight. What happens?",
        "They pick up the new code.",
        "A recovering run replays its recorded steps against the code: a changed order no longer matches. Temporal "
@@ -228,26 +253,33 @@ BANK: tuple[Question, ...] = (
        "workflow code), so drain the old version or use DBOS.patch; LangGraph resumes by node name, so a removed or "
        "renamed node strands the thread.",
        "How would you test the change against real histories before the deploy?",
-       ["In-flight runs switch to the new code safely at their next step",
-        "Runs replay against the new code and break unless the change is versioned or patched",
-        "Nothing, as long as the function names stay the same"], GRADED),
+       ["In-flight runs pick up the new code safely at their next recorded step",
+        "They replay against the new code and break unless it is versioned",
+        "Nothing, as long as the function and step names stay the same"], GRADED),
     _q("q23", "3", "The model answers with two tool_use blocks in one reply. What must a durable agent do?",
        "Run the first one.",
-       "Answer every block: each runs as its own recorded step with its own key (the tool_use id or turn and index), "
-       "and the next message carries a tool_result for each. Keying by tool name or turn alone makes the second call "
-       "return the first one's result. Or ask for one call per turn (disable_parallel_tool_use).",
+       "Answer every block: each runs as its own recorded step with its own key, and the next message carries a "
+       "tool_result for each. Key each by the order, the turn and the block's index. The tool_use id is fresh on "
+       "every model call, so it is a safe key only when the reply that holds it is durable before the effect; if "
+       "the reply can be lost, the resume asks again, gets new ids, and the key is new. Keying by tool name or turn "
+       "alone makes the second call return the first one's result. Or ask for one call per turn "
+       "(disable_parallel_tool_use).",
        "What if one of the two calls fails permanently and the other succeeded?",
-       ["Run the first block and ignore the rest", "Run both under one key for the turn",
-        "Run each as its own recorded, keyed step and return a result for every block"], GRADED),
+       ["Run the first block now; the model asks for the second next turn",
+        "Run both, keyed by the turn, and send back one combined result",
+        "Run each as its own recorded, keyed step; a tool_result for each"], GRADED),
     _q("q24", "2", "After a crash in the after:model window the model is asked again and now wants to charge "
                    "$59.99, not $49.99, under the same order-and-step key. What happens?",
        "The key deduplicates it, so nothing.",
-       "The provider sees one key with different parameters and must refuse (a 409 or 422), not replay the first "
-       "charge and not charge again. That loud error is the point: record the model's answer before acting so it is "
-       "rarely asked again, and validate tool arguments against the order.",
+       "The provider sees one key with different parameters and must refuse with a 400 (Stripe's idempotency_error; "
+       "the world and lesson 2 answer the same), not replay the first charge and not charge again. It is not a 409: "
+       "a 409 says the first request with the key is still in flight, which is retryable, so a client that reads "
+       "this refusal as a 409 retries a bad request for ever. That loud error is the point: record the model's "
+       "answer before acting so it is rarely asked again, and validate tool arguments against the order.",
        "Why is a model that answers differently the second time normal, and where else does it bite?",
-       ["The second charge goes through and the first is refunded", "The provider refuses: same key, different request",
-        "The provider silently returns the first charge, which is what you want"], GRADED),
+       ["A 409 conflict: retry later with the same key until it goes through",
+        "A 400 refusal: same key, other parameters; do not retry it",
+        "The provider quietly replays the first charge"], GRADED),
     _q("q25", "1", "Your log calls fsync after every line. Does killing the process with SIGKILL test that?",
        "Yes, a kill is a crash.",
        "No: a killed process's writes already sit in the kernel's page cache and survive it. fsync matters only when "
@@ -265,28 +297,36 @@ BANK: tuple[Question, ...] = (
        "picks the work up and nothing needs an address. Push suits serverless endpoints that sleep between calls; "
        "pull needs no inbound network path to the workers and scales by adding pollers.",
        "What does an invocation pinned to a deployment mean for a rolling deploy?",
-       ["Push: the server retries the call against the endpoint; pull: whichever worker polls picks the work up",
-        "Nothing: in both, the process that died resumes the run when it restarts",
-        "Push is faster, so the endpoint needs no retry policy"], "A"),
+       ["Push: the server retries the endpoint; pull: any polling worker takes it",
+        "Nothing: in both, the same process that died resumes its run when it restarts",
+        "Push is faster, so the endpoint needs no retry policy of its own"], "A"),
     _q("q27", "6", "Two resumers start the same order at the same moment. How does a Restate virtual object keep them "
                    "from both charging, and how is that different from a lock?",
        "It takes a database lock for the order.",
        "A virtual object keyed by order id runs one exclusive handler invocation per key at a time, queued by the "
        "server; the second resumer's send with the same idempotency key finds the same invocation and attaches to "
-       "it. No lock is held by a process, so none is left behind by a process that dies, and no lease can expire "
-       "under a slow holder. Effects still carry keys: a step interrupted after its effect runs again.",
+       "it. No lock is held by a process, so none is left behind by a process that dies. But there is a lease all "
+       "the same: each attempt runs under the service's inactivity_timeout plus abort_timeout, and when they run "
+       "out the server aborts the attempt and retries the invocation. A ctx.run whose result was not journaled "
+       "runs again, while the old attempt's thread may still be running it: a zombie attempt, as on Temporal. The "
+       "object serialises invocations, not the effects of attempts, so the charge still carries a key from the "
+       "order and the step.",
        "What would a shared (read-only) handler on the same object be allowed to do?",
-       ["Each resumer takes a row lock in the provider's database before charging",
-        "The server queues calls per key: one exclusive invocation per order, the second attaches to it",
-        "The second resumer's charge fails, and the model is asked what to do"], GRADED),
+       ["Each resumer takes a row lock before charging",
+        "One exclusive invocation per key; the charge still needs its key",
+        "The object serialises everything, so the charge needs no idempotency key"], GRADED),
     _q("q28", "6", "A Restate order waits two days for a human's approval. What holds the wait?",
        "The handler's process sleeps until the approval comes.",
        "An awakeable: the handler records it in the journal and the invocation suspends; the endpoint can be stopped "
        "or killed and no process holds anything. Resolving the awakeable's id from outside (an HTTP call to the "
-       "server) wakes the invocation, which replays its journal on whatever process serves the endpoint then.",
+       "server) wakes the invocation, which replays its journal on whatever process serves the endpoint then. The "
+       "suspended invocation still holds the object's key, though: every other exclusive call on ORD-8842 (cancel "
+       "the order, change the address) queues behind it for the two days. Keep long waits off the order's "
+       "exclusive handler: a restate.Workflow waits on a durable promise that a shared handler resolves, and "
+       "shared handlers never queue behind it.",
        "How would you add a deadline to that wait, and who runs the code after it?",
-       ["A journaled awakeable: the invocation suspends and no process is held",
-        "A polling loop in the handler that checks an approvals table",
+       ["A journaled awakeable; the suspended call still holds the order's key",
+        "An awakeable; other calls on the order go ahead meanwhile",
         "An asyncio.sleep in the handler, made durable because Restate journals it"], GRADED),
     _q("q29", "6", "You deploy a new version of the Restate order handler while orders are mid-flight. What happens "
                    "to them?",
@@ -297,7 +337,7 @@ BANK: tuple[Question, ...] = (
        "How would you know when the old deployment can be removed?",
        ["In-flight invocations move to the newest deployment and replay against the new code",
         "They fail with a nondeterminism error unless patched",
-        "They finish on the deployment they started on, which must keep serving until they drain"], GRADED),
+        "They stay on their own deployment, which must serve until they drain"], GRADED),
 )
 
 
