@@ -31,3 +31,12 @@ def test_an_unknown_engine_is_named_with_those_there_are():
         assert "cadence" in str(exc) and "temporal" in str(exc)
     else:
         raise AssertionError("an unknown engine was accepted")
+
+
+def test_every_engine_has_a_workload_module_with_the_four_names():
+    import importlib
+
+    for entry in registry.ENGINES.values():
+        module = importlib.import_module(entry.workload)
+        for name in ("make", "unavailable", "note", "recovery_note"):
+            assert callable(getattr(module, name, None)), f"{entry.workload} lacks {name}()"

@@ -21,7 +21,7 @@ figure leaves out the disk flush). ``temporal``: a workflow running N trivial ac
 measuring process, on the dev server (:mod:`crashlab.engines.temporal`, SQLite file). ``restate``: a service
 handler running N trivial ``ctx.run`` steps (each a journal entry the server records before the handler goes
 on), its endpoint served by the measuring process, on one Restate server per run (:mod:`crashlab.engines.restate`,
-:mod:`crashlab.bench.restate_workload`). An engine that cannot run here is still a row, with the reason in
+:mod:`crashlab.bench.workloads.restate`). An engine that cannot run here is still a row, with the reason in
 ``note``.
 
 **Per-step cost.** Each engine is measured in its own new process (DBOS and Temporal keep global state).
@@ -58,8 +58,8 @@ from crashlab.bench.results import BenchResult, BenchRow
 from crashlab.bench.run import run_benchmark
 
 # The package's parts (each module says what it holds): common (engine names, environment variables,
-# BenchError), results (BenchRow, BenchResult: table, plots, JSON), workloads (the engines' workflows, in
-# their own process; Restate's in restate_workload), child (that process's side: measurement, recovery phase, watchdog), spawn (running
+# BenchError), results (BenchRow, BenchResult: table, plots, JSON), workloads (one module per engine, run in
+# its own process), child (that process's side: measurement, recovery phase, watchdog), spawn (running
 # the children and servers from the caller's process), run (run_benchmark); its command line is crashlab.cli.bench.
 
 try:  # module-level so that a test can replace it

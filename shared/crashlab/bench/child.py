@@ -17,7 +17,7 @@ from pathlib import Path
 from crashlab.bench.common import BenchError
 from crashlab.engines.registry import engine_of_variant
 from crashlab.plumbing.scratch import remove_scratch
-from crashlab.bench.workloads import _Dbos, _measure, _Temporal, _workload
+from crashlab.bench.workloads import measure, workload_for
 
 # What each engine's child imports before its clock starts: the registry's list, and Temporal's workflow module.
 _EXTRA_IMPORTS = {"temporal": ("crashlab.bench.temporal_workflow",)}
@@ -30,22 +30,17 @@ def _recovery_phase(engine: str, workdir: Path, phase: str, steps: int, wid: str
     for module in (*entry.imports, *_EXTRA_IMPORTS.get(entry.name, ())) if entry else ():
         importlib.import_module(module)
     t_ready = time.time()  # interpreter up, the engine imported: the engine's own work starts here
-    workload = _workload(engine, workdir, recovery=True)
+    workload = workload_for(engine, workdir, recovery=True)
     try:
         if phase == "crash":
-            if isinstance(workload, _Dbos):
-                workload.launch()
+            workload.launch()
             workload.start_recoverable(steps, wid)
             raise BenchError("the workflow finished although it should have blocked and been killed")
-        if isinstance(workload, _Dbos):
-            workload.launch()  # DBOS.launch() recovers the PENDING workflow in the background
+        workload.launch()  # DBOS.launch() recovers the PENDING workflow in the background
         result = workload.resume(steps, wid)
         t_done = time.time()
-        from crashlab.bench.workloads import _executed  # now: a module-level import would hold 0
-
-        executed = workload.executed if isinstance(workload, _Temporal) else _executed
         return {"engine": engine, "t_main": t_main, "t_ready": t_ready, "t_done": t_done, "result": result,
-                "steps_run": executed}
+                "steps_run": workload.executed}
     finally:
         workload.close()
 
@@ -83,7 +78,7 @@ def _child_main(args: argparse.Namespace, t_main: float) -> int:
         if args.phase:
             got = _recovery_phase(args.engine, workdir, args.phase, args.steps, args.wid, t_main)
         else:
-            got = _measure(args.engine, workdir, args.steps, args.repeats)
+            got = measure(args.engine, workdir, args.steps, args.repeats)
     finally:
         remove_scratch(scratch)
     text = json.dumps(got)

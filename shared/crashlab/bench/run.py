@@ -16,9 +16,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
-from crashlab.bench.common import ENGINES, TEMPORAL_RECOVERY_TIMEOUT_S, BenchError
+from crashlab.bench.common import ENGINES, BenchError
 from crashlab.bench.results import BenchResult, BenchRow
-from crashlab.bench.spawn import _availability, _measure_engine, _recover_engine, _Servers
+from crashlab.bench.spawn import Servers, availability, measure_engine, recover_engine
+from crashlab.bench.workloads import module_for
 from crashlab.engines.registry import ENGINES as ENGINES_BY_NAME
 from crashlab.plumbing.scratch import remove_scratch
 
@@ -52,11 +53,8 @@ def _filesystem(path: Path) -> str:
 
 
 def _note_for(engine: str, steps_run: int | None, steps: int, kill_at: int) -> str:
-    notes = []
-    if engine == "langgraph-exit":
-        notes.append("checkpoints only when the graph exits, so no step is durable on its own")
-    if engine == "dbos-postgres":
-        notes.append("throwaway cluster runs with fsync=off")
+    workload = module_for(engine)
+    notes = list(workload.note(engine))
     if steps_run is not None:
         if steps_run >= steps:
             notes.append("recovery started over from step 1")
@@ -69,14 +67,7 @@ def _note_for(engine: str, steps_run: int | None, steps: int, kill_at: int) -> s
                 notes.append(f"resumed at step {resumed_at}: {lost} completed step{'s' if lost > 1 else ''} ran again")
             else:
                 notes.append(f"resumed at step {resumed_at}, after the killed one")
-    if engine == "temporal" and steps_run is not None:
-        notes.append(f"recovery waits out a {TEMPORAL_RECOVERY_TIMEOUT_S} s start-to-close timeout and the dead "
-                     "worker's 1 s sticky queue, then replays the history once")
-    if engine == "restate" and steps_run is not None:
-        notes.append("the new endpoint binds the dead one's address and asks the server to retry now (admin "
-                     "resume); the journal is replayed")
-    if engine.startswith("dbos-") and steps_run is not None:
-        notes.append("launch() re-enqueues it on an internal queue polled every 1 s")
+        notes += workload.recovery_note(engine)
     return "; ".join(notes)
 
 
@@ -120,11 +111,11 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
 
     try:
         with contextlib.ExitStack() as stack:
-            servers = _Servers(run_dir, stack, timeout_s)
+            servers = Servers(run_dir, stack, timeout_s)
             for engine in engines:
                 row = BenchRow(engine)
                 rows.append(row)
-                why = _availability(engine)
+                why = availability(engine)
                 if why:
                     row.note = why
                     tick(engine)
@@ -133,7 +124,7 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
                     continue
                 try:
                     row.samples_ms = [round(s, 4) for s in
-                                      _measure_engine(engine, servers, run_dir, steps, repeats, timeout_s)]
+                                      measure_engine(engine, servers, run_dir, steps, repeats, timeout_s)]
                     row.per_step_ms = statistics.median(row.samples_ms)
                     if row.per_step_ms <= 0:  # (t(N) - t(1)) / (N - 1) lost in one invocation's jitter
                         row.note = f"below this run's noise at {steps} steps; measure with more steps"
@@ -142,7 +133,7 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
                 tick(f"{engine} measured")
                 if recovery and engine != "floor" and row.ok:
                     try:
-                        got = _recover_engine(engine, servers, run_dir, steps, timeout_s)
+                        got = recover_engine(engine, servers, run_dir, steps, timeout_s)
                         row.recovery_s = round(got["recovery_s"], 3)
                         row.recovery_startup_s = round(got["recovery_startup_s"], 3)
                         row.recovery_steps_run = got["steps_run"]
@@ -159,7 +150,7 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
             floor_row = rows[engines.index("floor")]
             if floor_row.ok and len(engines) > 1:
                 with contextlib.suppress(Exception):
-                    again = _measure_engine("floor", servers, run_dir, steps, repeats, timeout_s, tag="-after")
+                    again = measure_engine("floor", servers, run_dir, steps, repeats, timeout_s, tag="-after")
                     floor_row.samples_ms += [round(x, 4) for x in again]
                     floor_row.per_step_ms = statistics.median(floor_row.samples_ms)
                     floor_row.note = "measured before and after the engines"

@@ -1,13 +1,12 @@
 """Running the children and the servers, from the caller's process: the environment a child gets
 (``_child_env``), spawning it in its own process group and killing that group (``_spawn``, ``_kill_group``,
-``_run_child``, ``_tail``, ``_read_json``), whether an engine can run here at all (``_availability``), the
-PostgreSQL cluster and the Temporal and Restate servers, started on first use (``_Servers``), and one engine's measurement
-and recovery scene as child processes (``_measure_engine``, ``_recover_engine``)."""
+``_run_child``, ``_tail``, ``_read_json``), whether an engine can run here at all (``availability``), the
+PostgreSQL cluster and the Temporal and Restate servers, started on first use (``Servers``), and one engine's measurement
+and recovery scene as child processes (``measure_engine``, ``recover_engine``)."""
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import signal
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from crashlab.bench.common import (ENGINES, ENV_BLOCK_AT, ENV_DB_URL, ENV_MARKER, ENV_RESTATE_ADMIN, ENV_RESTATE_INGRESS,
                                    ENV_TEMPORAL, BenchError)
+from crashlab.bench.workloads import module_for
 from crashlab.engines.registry import engine_of_variant
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # shared/, as parents[1] was from crashlab/bench.py
@@ -77,63 +77,14 @@ def _read_json(path: Path, what: str) -> dict:
         raise BenchError(f"{what} wrote no result") from None
 
 
-def _availability(engine: str) -> str | None:
-    """None if the engine can be tried here, else why not."""
-    def missing(*modules: str) -> str | None:
-        for m in modules:
-            try:
-                if importlib.util.find_spec(m) is None:
-                    return f"the Python package providing {m} is not installed"
-            except (ImportError, ValueError):
-                return f"the Python package providing {m} is not installed"
-        return None
-
-    if engine == "floor":
-        return None
-    if engine.startswith("langgraph-"):
-        return missing("langgraph", "langgraph.checkpoint.sqlite")
-    if engine == "dbos-sqlite":
-        return missing("dbos")
-    if engine == "dbos-postgres":
-        why = missing("dbos")
-        if why:
-            return why
-        try:
-            from crashlab.engines import postgres
-        except ImportError:
-            return "crashlab.engines.postgres is not part of this course library, so there is no throwaway PostgreSQL"
-        from crashlab.bench import postgres_available  # the package's, which a test can replace
-
-        ok, reason = postgres_available() if postgres_available is not None else postgres.postgres_available()
-        return None if ok else f"skipped: {reason}"
-    if engine == "temporal":
-        why = missing("temporalio")
-        if why:
-            return why
-        try:
-            from crashlab.engines.temporal import temporal_binary
-
-            temporal_binary()
-        except ImportError:
-            return "crashlab.engines.temporal is not part of this course library, so there is no dev server"
-        except Exception as exc:  # noqa: BLE001 -- the binary is missing: say so in the row
-            return f"skipped: {exc}"
-        return None
-    if engine == "restate":
-        why = missing("restate", "hypercorn")
-        if why:
-            return why
-        from crashlab.engines.restate import restate_binary
-
-        try:
-            restate_binary()
-        except Exception as exc:  # noqa: BLE001 -- the binary is missing: say so (and how to get it) in the row
-            return f"skipped: {exc}"
-        return None
-    return f"unknown engine (known: {', '.join(ENGINES)})"
+def availability(engine: str) -> str | None:
+    """None if the engine's row can be measured here, else why not (its workload module says)."""
+    if engine not in ENGINES:
+        return f"unknown engine (known: {', '.join(ENGINES)})"
+    return module_for(engine).unavailable(engine)
 
 
-class _Servers:
+class Servers:
     """Starts the PostgreSQL cluster, the Temporal server and the Restate server on first use (once per run);
     stops them at exit."""
 
@@ -158,7 +109,7 @@ class _Servers:
         return self._served[entry.name]
 
 
-def _measure_engine(engine: str, servers: _Servers, workdir: Path, steps: int, repeats: int,
+def measure_engine(engine: str, servers: Servers, workdir: Path, steps: int, repeats: int,
                     timeout: float, tag: str = "") -> list[float]:
     env = _child_env(servers.env_for(engine))
     out = workdir / f"{engine}{tag}.json"
@@ -167,7 +118,7 @@ def _measure_engine(engine: str, servers: _Servers, workdir: Path, steps: int, r
     return _read_json(out, f"the {engine} measurement")["samples_ms"]
 
 
-def _recover_engine(engine: str, servers: _Servers, workdir: Path, steps: int, timeout: float) -> dict:
+def recover_engine(engine: str, servers: Servers, workdir: Path, steps: int, timeout: float) -> dict:
     scene = workdir / f"recovery-{engine}"
     scene.mkdir(parents=True, exist_ok=True)
     env = _child_env(servers.env_for(engine))

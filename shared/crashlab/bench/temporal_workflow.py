@@ -28,7 +28,7 @@ executed = 0  # how many step activities ran in this process (the recovery scene
 
 @activity.defn(name="bench_step")
 async def bench_step(i: int) -> int:
-    """The step of every engine (:func:`crashlab.bench.workloads._step_body`), as an activity."""
+    """The step of every engine (:func:`crashlab.bench.workloads.base.step_body`), as an activity."""
     global executed
     executed += 1
     while reached_block_point(i):  # wait here for the SIGKILL

