@@ -55,7 +55,7 @@ demo: setup
 	$(BIN)/crashlab demo
 
 # The unit tests and grader proofs (with Run All on every unanswered student notebook:
-# tests/test_student_notebooks.py) and nbval over the masters (full output comparison), in one pool
+# tests/grading/test_student_notebooks.py) and nbval over the masters (full output comparison), in one pool
 # (tests/conftest.py keeps each notebook's cells on one worker). Three workers on two cores: much of the
 # suite waits on agent processes, servers and timeouts (measured on a fresh clone: 11 min 46 s with three,
 # 13 min 54 s with two).

@@ -1,4 +1,8 @@
-"""One pool of two workers for the whole suite: the tests and nbval over the masters.
+"""What the whole suite shares: the scheduler that keeps a notebook's cells on one worker, the ``lesson_files``
+fixture (a master's files in a scratch folder), and the ``needs_restate`` marker (such a test skips, saying how
+to install the server, where `make setup` could not).
+
+One pool of two workers for the whole suite: the tests and nbval over the masters.
 
 Run as two phases, each ended with one worker idle while the other finished its longest item, and paid
 for its own start-up. Run in one pool, the two workers stay busy to the end. nbval runs a notebook's
@@ -7,6 +11,7 @@ may go anywhere. xdist's ``loadscope`` groups by module, which would put all of 
 gradings on one worker; this scheduler groups by notebook only.
 """
 
+import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 
@@ -23,3 +28,24 @@ class NotebookScopeScheduling(LoadScopeScheduling):
 
 def pytest_xdist_make_scheduler(config, log):
     return NotebookScopeScheduling(config, log)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs_restate: needs the Restate server binary (`make setup` installs it); "
+                                       "skips, saying so, without it")
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("needs_restate"):
+        from restate_or_skip import restate_or_skip
+
+        restate_or_skip()
+
+
+@pytest.fixture
+def lesson_files(tmp_path, request):
+    """The files a lesson's master writes, in a scratch folder: ``(folder, notebook)``. The master is the test
+    module's ``MASTER``."""
+    from master_files import write_master_files
+
+    return tmp_path, write_master_files(request.module.MASTER, tmp_path)

@@ -281,4 +281,4 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["RESTATE_VERSION", "RestateServer", "RestateServerError", "restate_binary", "restate_environment", "main", "serve"]
+__all__ = ["ENV_RESTATE_BIN", "RESTATE_VERSION", "RestateServer", "RestateServerError", "restate_binary", "restate_environment", "main", "serve"]

@@ -1,0 +1,351 @@
+"""The agent-side clients: tool-call validation, the tool client, the model client, agent_main.
+
+Effects are always counted from the world's ledgers, never from what a client returned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from crashlab import agent
+from crashlab.agent import (MalformedToolCall, ModelCallFailed, ToolCallFailed, WorldNotRunning, call_tool,
+                            validate_tool_call)
+from crashlab.harness import run_agent, run_python
+from crashlab.order import AMOUNT, ORDER_ID, SKU, TOOLS, order_task
+from crashlab.world import World
+
+AGENTS = Path(__file__).parents[1] / "agents"
+NAIVE = AGENTS / "naive_agent.py"
+LOGGED = AGENTS / "logged_agent.py"
+ENV_VARS = ("CRASHLAB_MODEL_URL", "CRASHLAB_SERVICES_URL", "CRASHLAB_STATE_DIR", "CRASHLAB_CRASH_AT",
+            "CRASHLAB_CRASH_MARKER", "CRASHLAB_REAL_MODEL")
+
+
+@pytest.fixture
+def no_world_env(monkeypatch):
+    for name in ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch, no_world_env):
+    """A running world whose endpoints this (test) process uses, with no crash point set."""
+    with World.start(tmp_path / "world") as world:
+        for name in ("CRASHLAB_MODEL_URL", "CRASHLAB_SERVICES_URL", "CRASHLAB_STATE_DIR"):
+            monkeypatch.setenv(name, world.env()[name])
+        yield world
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --- validate_tool_call --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, args", [
+    ("charge_card", {"order_id": ORDER_ID, "amount": AMOUNT}),
+    ("charge_card", {"order_id": ORDER_ID, "amount": 50}),
+    ("reserve_item", {"order_id": ORDER_ID, "sku": SKU}),
+    ("send_confirmation", {"order_id": ORDER_ID}),
+])
+def test_valid_tool_calls_pass(name, args):
+    validate_tool_call(name, args)
+
+
+@pytest.mark.parametrize("name, args, message", [
+    ("refund_card", {"order_id": ORDER_ID}, "unknown tool 'refund_card'"),
+    ("", {}, "unknown tool"),
+    (None, {}, "unknown tool"),
+    ("charge_card", {"order_id": ORDER_ID}, r"missing argument\(s\) \['amount'\]"),
+    ("send_confirmation", {}, r"missing argument\(s\) \['order_id'\]"),
+    ("reserve_item", {"order_id": ORDER_ID, "sku": SKU, "qty": 2}, r"unexpected argument\(s\) \['qty'\]"),
+    ("charge_card", {"order_id": ORDER_ID, "amount": True}, "'amount' should be a number"),
+    ("charge_card", {"order_id": ORDER_ID, "amount": "49.99"}, "'amount' should be a number"),
+    ("charge_card", {"order_id": ORDER_ID, "amount": None}, "'amount' should be a number"),
+    ("send_confirmation", {"order_id": 8842}, "'order_id' should be a string"),
+    ("reserve_item", {"order_id": ORDER_ID, "sku": ["SKU-772"]}, "'sku' should be a string"),
+    ("charge_card", [ORDER_ID, AMOUNT], "arguments must be an object"),
+])
+def test_malformed_tool_calls_are_rejected(name, args, message):
+    with pytest.raises(MalformedToolCall, match=message):
+        validate_tool_call(name, args)
+
+
+def test_malformed_call_is_rejected_before_any_network(no_world_env, monkeypatch):
+    monkeypatch.setenv("CRASHLAB_SERVICES_URL", f"http://127.0.0.1:{closed_port()}")
+    with pytest.raises(MalformedToolCall):
+        call_tool("charge_card", {"order_id": ORDER_ID, "amount": False})
+
+
+def test_malformed_call_through_call_tool_causes_no_effect(world):
+    for name, args in [("refund_card", {"order_id": ORDER_ID}), ("charge_card", {"order_id": ORDER_ID}),
+                       ("charge_card", {"order_id": ORDER_ID, "amount": True})]:
+        with pytest.raises(MalformedToolCall):
+            call_tool(name, args)
+    assert world.audit().counts == {"charge": 0, "reservation": 0, "confirmation": 0}
+
+
+# --- call_tool against a world -------------------------------------------------------------------
+
+def test_call_tool_makes_one_effect_per_call_without_a_key(world):
+    first = agent.send_confirmation(ORDER_ID)
+    second = agent.send_confirmation(ORDER_ID)
+    audit = world.audit()
+    assert [e["id"] for e in audit.effects["confirmation"]] == [first["id"], second["id"]]
+    assert audit.duplicated == ["confirmation"]
+    assert "replayed" not in second
+
+
+def test_call_tool_with_a_key_replays(world):
+    first = agent.charge_card(ORDER_ID, AMOUNT, idempotency_key="order-ORD-8842-charge")
+    again = agent.charge_card(ORDER_ID, AMOUNT, idempotency_key="order-ORD-8842-charge")
+    assert again["replayed"] is True and "replayed" not in first
+    assert again["id"] == first["id"]
+    [effect] = world.audit().effects["charge"]
+    assert effect["id"] == first["id"]
+
+
+def test_call_tool_reports_a_lost_ack_as_tool_call_failed(world):
+    world.inject("lost_ack:reserve_item")
+    with pytest.raises(ToolCallFailed, match="may or may not have happened"):
+        agent.reserve_item(ORDER_ID, SKU, idempotency_key="k")
+    [effect] = world.audit().effects["reservation"]
+    retry = agent.reserve_item(ORDER_ID, SKU, idempotency_key="k")
+    assert retry["replayed"] is True and retry["id"] == effect["id"]
+    assert world.audit().counts["reservation"] == 1
+
+
+def test_call_tool_reports_a_service_error_as_tool_call_failed(world):
+    agent.charge_card(ORDER_ID, AMOUNT, idempotency_key="k")
+    with pytest.raises(ToolCallFailed, match="400.*idempotency_error"):
+        agent.charge_card(ORDER_ID, 1.0, idempotency_key="k")
+    assert world.audit().counts["charge"] == 1
+
+
+@pytest.mark.parametrize("key", ["", "   ", 42])
+def test_an_empty_or_non_string_key_raises_before_any_effect(world, key):
+    with pytest.raises(ValueError, match="idempotency_key"):
+        call_tool("charge_card", {"order_id": ORDER_ID, "amount": AMOUNT}, idempotency_key=key)
+    assert world.audit().counts["charge"] == 0
+
+
+# --- no world ----------------------------------------------------------------------------------------
+
+def test_call_tool_without_env_raises_world_not_running(no_world_env):
+    with pytest.raises(WorldNotRunning, match="crashlab world start"):
+        call_tool("send_confirmation", {"order_id": ORDER_ID})
+
+
+def test_model_client_without_env_raises_world_not_running(no_world_env):
+    with pytest.raises(WorldNotRunning, match="crashlab world start"):
+        agent.model_client()
+
+
+def test_state_dir_without_env_raises_world_not_running(no_world_env):
+    with pytest.raises(WorldNotRunning, match="crashlab world start"):
+        agent.state_dir()
+
+
+def test_call_tool_to_a_closed_port_raises_world_not_running(no_world_env, monkeypatch):
+    monkeypatch.setenv("CRASHLAB_SERVICES_URL", f"http://127.0.0.1:{closed_port()}")
+    with pytest.raises(WorldNotRunning, match="crashlab world start"):
+        call_tool("send_confirmation", {"order_id": ORDER_ID})
+
+
+def test_model_client_to_a_closed_port_raises_world_not_running(no_world_env, monkeypatch):
+    monkeypatch.setenv("CRASHLAB_MODEL_URL", f"http://127.0.0.1:{closed_port()}")
+    client = agent.model_client()
+    with pytest.raises(WorldNotRunning, match="crashlab world start"):
+        client.messages.create(model=agent.MODEL, max_tokens=agent.MAX_TOKENS, tools=TOOLS,
+                               messages=[{"role": "user", "content": order_task()}])
+
+
+# --- a connection that breaks: the request may have landed, so the call fails as retryable --------
+
+@contextmanager
+def misbehaving_server(mode: str):
+    """An HTTP server on 127.0.0.1 that reads each request whole and then, by ``mode``: ``reset`` -- resets
+    the connection; ``close`` -- closes it without a reply; ``silent`` -- never answers; ``500`` -- answers
+    500 with an API error. Yields its URL."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.05)
+    held, done = [], threading.Event()
+
+    def serve():
+        while not done.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            held.append(conn)
+            conn.settimeout(10)
+            data = chunk = b"-"
+            while chunk and b"\r\n\r\n" not in data:
+                data += (chunk := conn.recv(65536))
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), 0)
+            while chunk and len(body) < length:
+                body += (chunk := conn.recv(65536))
+            if mode == "reset":
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                conn.close()
+            elif mode == "close":
+                conn.shutdown(socket.SHUT_RDWR)
+                conn.close()
+            elif mode == "500":
+                error = json.dumps({"type": "error", "error": {"type": "api_error", "message": "disk full"}}).encode()
+                conn.sendall(b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(error), error))
+                conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        done.set()
+        thread.join(5)
+        listener.close()
+        for conn in held:
+            conn.close()
+
+
+@pytest.mark.parametrize("mode, words", [
+    ("reset", "the connection to the service was lost before its reply"),
+    ("close", "closed the connection without a reply"),
+    ("silent", "no reply from the service within 0.5 s"),
+])
+def test_a_tool_call_that_gets_no_reply_fails_as_retryable(no_world_env, monkeypatch, mode, words):
+    monkeypatch.setattr(agent.tools, "TOOL_TIMEOUT", 0.5)
+    with misbehaving_server(mode) as url:
+        monkeypatch.setenv("CRASHLAB_SERVICES_URL", url)
+        with pytest.raises(ToolCallFailed) as failed:
+            call_tool("charge_card", {"order_id": ORDER_ID, "amount": AMOUNT}, idempotency_key="ORD-8842:1")
+    assert failed.value.status is None and failed.value.retryable  # same key again: replayed or done once
+    assert words in str(failed.value) and "may or may not have happened" in str(failed.value)
+
+
+@pytest.mark.parametrize("mode, words, status", [
+    ("reset", "the connection to the model at http://127.0.0.1:", None),
+    ("close", "was lost before its reply (RemoteProtocolError)", None),
+    ("silent", "did not answer within its timeout", None),
+    ("500", "answered 500", 500),
+])
+def test_a_model_call_that_breaks_is_one_model_call_failed(no_world_env, monkeypatch, mode, words, status):
+    monkeypatch.setattr(agent.model, "MODEL_TIMEOUT", 0.5)
+    with misbehaving_server(mode) as url:
+        monkeypatch.setenv("CRASHLAB_MODEL_URL", url)
+        with pytest.raises(ModelCallFailed) as failed:
+            agent.model_client().messages.create(model=agent.MODEL, max_tokens=agent.MAX_TOKENS, tools=TOOLS,
+                                                 messages=[{"role": "user", "content": order_task()}])
+    assert failed.value.status == status and failed.value.retryable
+    assert words in str(failed.value) and "\n" not in str(failed.value)
+
+
+def test_agent_main_prints_a_broken_connection_as_one_line(no_world_env, monkeypatch, capsys):
+    monkeypatch.setattr(agent.tools, "TOOL_TIMEOUT", 0.5)
+    with misbehaving_server("reset") as url:
+        monkeypatch.setenv("CRASHLAB_SERVICES_URL", url)
+        with pytest.raises(SystemExit) as exited:
+            agent.agent_main(lambda order_id: call_tool("send_confirmation", {"order_id": order_id}), argv=[])
+    assert exited.value.code == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: send_confirmation: the connection to the service was lost")
+
+
+# --- the model client ------------------------------------------------------------------------------
+
+def test_model_client_talks_to_the_world_without_hidden_retries(world):
+    client = agent.model_client()
+    assert client.sdk.max_retries == 0
+    reply = client.messages.create(model=agent.MODEL, max_tokens=agent.MAX_TOKENS, tools=TOOLS,
+                                   messages=[{"role": "user", "content": order_task()}])
+    block = agent.first_tool_use(reply.content)
+    assert (block["name"], block["input"]) == ("charge_card", {"order_id": ORDER_ID, "amount": AMOUNT})
+    assert agent.content_to_dicts(reply.content)[-1] == block
+    audit = world.audit()
+    assert (audit.model_calls, audit.repeated_model_calls) == (1, 0)
+
+
+def test_the_model_is_asked_for_one_tool_per_turn_unless_the_caller_chooses():
+    """A real model may ask for several tools in one reply; the course's one-tool-per-turn loops would
+    answer only the first, and the API refuses a conversation with an unanswered tool_use."""
+    sent = []
+
+    class FakeSDK:
+        class messages:  # noqa: N801 -- stands in for the SDK's attribute
+            @staticmethod
+            def create(**kwargs):
+                sent.append(kwargs)
+
+    messages = agent.model.Messages(FakeSDK, "a fake model")
+    messages.create(model=agent.MODEL, max_tokens=10, tools=TOOLS, messages=[])
+    messages.create(model=agent.MODEL, max_tokens=10, tools=TOOLS, tool_choice={"type": "any"}, messages=[])
+    messages.create(model=agent.MODEL, max_tokens=10, messages=[])
+    assert sent[0]["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
+    assert sent[1]["tool_choice"] == {"type": "any"}
+    assert "tool_choice" not in sent[2]
+
+
+# --- a malformed reply through a whole agent process ----------------------------------------------
+
+@pytest.mark.parametrize("kind, message", [
+    ("unknown_tool", "unknown tool"),
+    ("missing_args", "missing argument"),
+    ("bad_type", "should be a string"),
+])
+def test_malformed_reply_stops_the_agent_with_one_clear_error(tmp_path, kind, message):
+    with World.start(tmp_path / "world") as world:
+        world.inject("malformed_reply", arg=kind)
+        run = run_agent(NAIVE, world, timeout=60)
+        audit = world.audit()
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), run.stderr
+    assert message in lines[0]
+    assert audit.counts == {"charge": 0, "reservation": 0, "confirmation": 0}
+    assert audit.model_calls == 1
+
+
+# --- a damaged event log through a whole agent process ---------------------------------------------
+
+def test_a_damaged_line_in_the_log_stops_the_agent_with_one_clear_error(tmp_path, no_world_env):
+    """Lesson 1's logged agent reads its log before anything else; a damaged line in the middle (not a torn
+    tail) is a CorruptLogError, which the agent prints as one line, exit code 2 -- no traceback."""
+    state = tmp_path / "agent"
+    state.mkdir()
+    decision = {"type": "decision", "content": [{"type": "tool_use", "id": "toolu_1", "name": "charge_card",
+                                                 "input": {"order_id": ORDER_ID, "amount": AMOUNT}}]}
+    result = {"type": "result", "tool_use_id": "toolu_1", "result": {"status": "succeeded"}}
+    (state / f"{ORDER_ID}.jsonl").write_text(json.dumps(decision) + "\n" + '{"type": "resu\x00lt", ' + "\n"
+                                             + json.dumps(result) + "\n")
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS and k != "CRASHLAB_GRADING_LESSON"}
+    run = run_python([LOGGED, "--order", ORDER_ID], env={**env, "CRASHLAB_STATE_DIR": str(state)}, timeout=60)
+    assert run.returncode == 2, run.stderr
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), run.stderr
+    assert f"{ORDER_ID}.jsonl: line 2 is damaged" in lines[0]
+
+
+def test_an_agent_refuses_an_order_id_the_world_would_read_as_another_order(tmp_path):
+    """``ORD-77_C`` is read by the world as ORD-77: an agent that took it would charge ORD-77 a second time."""
+    import subprocess
+    import sys
+
+    agent = tmp_path / "agent.py"
+    agent.write_text("from crashlab.agent import agent_main\nagent_main(lambda order: print('ran', order))\n")
+    done = subprocess.run([sys.executable, str(agent), "--order", "ORD-77_C"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and "is not an order id" in done.stderr and "ran" not in done.stdout

@@ -1,0 +1,149 @@
+"""The masters are well-formed nbgrader source notebooks, and course/ is generated from them."""
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from crashlab.grading.build import MAY_RAISE_TAG, out_of_date, student_version
+from crashlab.course.notebooks import grade_id, is_answer_cell, is_test_cell, nbgrader_meta, written_files
+
+ROOT = Path(__file__).resolve().parents[2]
+MASTERS = sorted((ROOT / "solutions").glob("*.ipynb"))
+GRADE_ID = re.compile(r"^[a-zA-Z0-9_\-]+$")
+
+
+def test_there_are_masters():
+    assert MASTERS, "solutions/ has no master notebooks"
+
+
+def test_course_is_up_to_date_with_solutions():
+    stale = out_of_date()
+    assert stale == [], f"course/ is out of date, run `crashlab build`: {stale}"
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.name)
+def test_master_metadata_follows_nbgrader_schema_v3(master):
+    nb = nbformat.read(master, as_version=4)
+    ids = [grade_id(c) for c in nb.cells if grade_id(c)]
+    assert len(ids) == len(set(ids)), f"duplicate grade ids in {master.name}"
+    for cell in nb.cells:
+        meta = nbgrader_meta(cell)
+        if not meta:
+            continue
+        assert meta["schema_version"] == 3
+        assert {"grade", "solution", "locked", "grade_id"} <= set(meta)
+        assert set(meta) <= {"schema_version", "grade", "solution", "locked", "grade_id", "points"}
+        assert GRADE_ID.match(meta["grade_id"])
+        if meta["grade"]:
+            assert meta["points"] > 0
+        if is_answer_cell(cell):
+            assert "# BEGIN SOLUTION" in cell.source and "# END SOLUTION" in cell.source
+        if is_test_cell(cell):
+            assert meta["locked"], "test cells must be locked"
+        assert "### BEGIN" not in cell.source, "use single-hash markers"
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.name)
+def test_master_has_three_exercises_with_hidden_checks_and_matrix_checks(master):
+    nb = nbformat.read(master, as_version=4)
+    tests = [c for c in nb.cells if is_test_cell(c)]
+    assert len(tests) >= 3
+    for cell in tests:
+        assert "# BEGIN HIDDEN TESTS" in cell.source, f"{grade_id(cell)} has no hidden checks"
+        visible = cell.source.split("# BEGIN HIDDEN TESTS")[0]
+        assert "assert" in visible, f"{grade_id(cell)} has no visible checks"
+    checks = nb.metadata["crashlab"].get("matrix_checks", [])
+    files = written_files(nb)
+    for check in checks:
+        assert check["agent"] in files, f"matrix check {check['name']} names {check['agent']}, which no cell writes"
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.name)
+def test_master_is_executed_with_outputs(master):
+    nb = nbformat.read(master, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.execution_count for c in code), "masters are committed executed: run `make execute`"
+    assert not [c for c in code if any(o.output_type == "error" for o in c.outputs)], "a master cell raised"
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.name)
+def test_student_version_hides_answers_and_hidden_checks(master):
+    nb = nbformat.read(master, as_version=4)
+    student = student_version(nb)
+    text = "\n".join(c.source for c in student.cells)
+    assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text
+    for m_cell, s_cell in zip(nb.cells, student.cells):
+        if s_cell.cell_type == "code":
+            assert s_cell.outputs == [] and s_cell.execution_count is None
+        if is_answer_cell(m_cell):
+            solution = m_cell.source.split("# BEGIN SOLUTION")[1].split("# END SOLUTION")[0]
+            body = [line.strip() for line in solution.splitlines() if len(line.strip()) > 25]
+            assert not any(line in s_cell.source for line in body), f"{grade_id(m_cell)} leaks its solution"
+            assert "raise NotImplementedError()" in s_cell.source
+            assert MAY_RAISE_TAG in s_cell.metadata.get("tags", [])
+        if is_test_cell(m_cell):
+            assert s_cell.metadata.get("editable") is False and s_cell.metadata.get("deletable") is False
+
+
+def test_classroom_workflow_is_generated_from_the_masters():
+    from crashlab.grading.classroom import workflow
+
+    committed = (ROOT / ".github" / "workflows" / "classroom.yml").read_text()
+    assert committed == workflow(), "run `crashlab classroom > .github/workflows/classroom.yml`"
+    for master in MASTERS:
+        assert f"course/{master.name}" in committed
+
+
+def test_result_command_exit_codes(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    results = tmp_path / "r.json"
+    results.write_text(json.dumps({"score": 3, "max_score": 5, "tests": [
+        {"name": "a", "score": 3, "max_score": 3, "output": "passed"},
+        {"name": "b", "score": 0, "max_score": 2, "output": "AssertionError"}]}))
+    run = lambda name: subprocess.run([sys.executable, "-m", "crashlab.cli", "result", str(results), "--test", name],
+                                      capture_output=True, text=True, timeout=60).returncode
+    assert (run("a"), run("b"), run("missing")) == (0, 1, 2)
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.name)
+def test_nbval_skips_only_crash_matrices_the_grading_tests_run_on_the_master(master):
+    """nbval over the masters skips a cell only when it re-runs a crash matrix of an agent that the lesson's
+    matrix checks grade (tests/grading/test_grading_all.py runs those on the master), or only prints or plots what
+    such a cell produced. Anything else a master does, nbval runs."""
+    nb = nbformat.read(master, as_version=4)
+    graded_agents = {check["agent"] for check in nb.metadata.get("crashlab", {}).get("matrix_checks", [])}
+    produced: set[str] = set()
+    for cell in nb.cells:
+        if cell.cell_type != "code" or "nbval-skip" not in cell.metadata.get("tags", []):
+            continue
+        assert "skip-when-grading" in cell.metadata.get("tags", []), f"{master.name}: {cell.source[:80]!r}"
+        runs = set(re.findall(r'crash_test\("([^"]+)"', cell.source))
+        names = set(re.findall(r"\b([a-z_]+)\b", cell.source))
+        if runs:
+            assert runs <= graded_agents, f"{master.name}: nbval skips a matrix no grading test runs: {runs}"
+            produced |= set(re.findall(r"^(\w+) = crash_test\(", cell.source, re.M))
+        else:
+            assert names & produced, f"{master.name}: nbval skips a cell that is not about a graded matrix: " \
+                                     f"{cell.source[:80]!r}"
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.name)
+def test_student_notebooks_carry_nbval_markers_as_tags_not_in_the_code(master):
+    student = student_version(nbformat.read(master, as_version=4))
+    master_nb = nbformat.read(master, as_version=4)
+    marked = [c for c in master_nb.cells if c.cell_type == "code" and "# NBVAL_IGNORE_OUTPUT" in c.source.split("\n")]
+    assert not any("NBVAL_" in c.source for c in student.cells if c.cell_type == "code")
+    tagged = [c for c in student.cells if "nbval-ignore-output" in c.metadata.get("tags", [])]
+    assert len(tagged) >= len(marked)
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.name)
+def test_student_notebooks_carry_no_saved_widget_state(master):
+    """The masters' progress bars are widgets whose state the master saves; the student notebook has no
+    outputs for it to describe."""
+    assert "widgets" not in student_version(nbformat.read(master, as_version=4)).metadata

@@ -1,0 +1,214 @@
+"""Fair by exercise: each exercise's answer cells load on their own, the objects the judge hands to student
+code keep the attributes the notebook shows, and no library module confirms a graded answer.
+
+Lesson 8 is the lesson whose answers are cells rather than files. Each case starts from its master and
+changes one answer, is graded for real (isolated when root, as the grader runs by default), and must score
+exactly the points of the exercises it did not touch.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import json
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from crashlab.lessons import interview
+from crashlab.grading.answer_cells import module_name, write_answer_modules
+from crashlab.grading.grade import grade_notebook
+from crashlab.course.notebooks import grade_id
+from crashlab.grading.references import reference_value
+from crashlab.grading.remote import decode, encode
+from crashlab.harness.runs import ProcessRun
+from master_files import master_value
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSON8 = "08_side_by_side.ipynb"
+MASTER = nbformat.read(ROOT / "solutions" / LESSON8, as_version=4)
+STUDENT = nbformat.read(ROOT / "course" / LESSON8, as_version=4)
+POINTS = {"ex1_predict_checks": 4, "ex2_diagnose_checks": 4, "ex3_self_check_checks": 3}
+
+
+def source_of(nb, gid: str) -> str:
+    return next(c for c in nb.cells if grade_id(c) == gid).source
+
+
+def master_with(**answers: str) -> nbformat.NotebookNode:
+    """The master with the answer cells named by grade id replaced."""
+    nb = copy.deepcopy(MASTER)
+    for gid, source in answers.items():
+        next(c for c in nb.cells if grade_id(c) == gid).source = source
+    return nb
+
+
+def grade(nb, folder: Path, **kwargs):
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LESSON8
+    nbformat.write(nb, path)
+    report = grade_notebook(path, **kwargs)
+    return report, {t.name: t for t in report.tests}
+
+
+def assert_only_lost(tests: dict, *lost: str) -> None:
+    """Every check not in ``lost`` has its full points; those in ``lost`` have none."""
+    assert set(tests) == set(POINTS)
+    for name, points in POINTS.items():
+        expected = 0 if name in lost else points
+        assert tests[name].score == expected, f"{name}: {tests[name].score}/{points}: {tests[name].output}"
+
+
+# --- each exercise's answer cells load on their own -------------------------------------------------------
+def test_exercise_3_left_as_given_costs_only_exercise_3(tmp_path):
+    report, tests = grade(master_with(ex3_self_check=source_of(STUDENT, "ex3_self_check")), tmp_path)
+    assert report.score == POINTS["ex1_predict_checks"] + POINTS["ex2_diagnose_checks"], str(report)
+    assert_only_lost(tests, "ex3_self_check_checks")
+    words = tests["ex3_self_check_checks"].output
+    assert "NotImplementedError" in words and "answer cell 'ex3_self_check', line 3" in words, words
+
+
+def test_a_syntax_error_costs_only_its_exercise_and_says_where(tmp_path):
+    broken = source_of(MASTER, "ex1_predict").replace('point.split(":", 1)', 'point.split(":", 1', 1)
+    assert broken != source_of(MASTER, "ex1_predict")
+    report, tests = grade(master_with(ex1_predict=broken), tmp_path)
+    assert_only_lost(tests, "ex1_predict_checks")
+    words = tests["ex1_predict_checks"].output
+    assert "SyntaxError" in words and "answer cell 'ex1_predict', line 3" in words, words
+    assert "NameError" not in words and module_name("ex1_predict") not in words and "/tmp" not in words, words
+
+
+def test_each_answer_cell_is_a_module_that_sees_the_given_imports_and_the_cells_before_it(tmp_path, monkeypatch):
+    """A helper written in one answer cell may be used in the next, as in the notebook."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    nb = master_with(ex1_predict="def helper():\n    return Path('x').name\n\n\n"
+                                 "def predict(agent, point):\n    return 1\n",
+                     ex2_diagnose="def diagnose(charges, runs):\n    return helper()\n")
+    cells = write_answer_modules(nb, MASTER, tmp_path)
+    assert [c["module"] for c in cells] == [module_name(g) for g in ("ex1_predict", "ex2_diagnose", "ex3_self_check")]
+    assert cells[0]["names"] == ["predict", "helper"] and cells[2]["names"] == ["my_answers"]
+    namespace: dict = {}
+    exec((tmp_path / f"{cells[1]['module']}.py").read_text(), namespace)  # noqa: S102 -- the grader's own module
+    assert namespace["diagnose"]([], []) == "x"
+    for name in [n for n in sys.modules if n.startswith(module_name(""))]:
+        monkeypatch.delitem(sys.modules, name)
+
+
+# --- objects crossing to student code keep their properties ------------------------------------------------
+@dataclasses.dataclass
+class Timed:
+    started: float
+    ended: float
+
+    @property
+    def seconds(self) -> float:
+        return self.ended - self.started
+
+    @functools.cached_property
+    def minutes(self) -> float:
+        return self.seconds / 60
+
+    @property
+    def broken(self) -> float:
+        raise RuntimeError("not available")
+
+    @property
+    def later(self) -> Timed:  # a new record on every read, without end
+        return Timed(self.ended, self.ended + 1)
+
+
+def test_a_dataclass_crosses_with_its_properties():
+    run = ProcessRun(pid=7, returncode=-9, started=1.0, ended=3.5, stdout="", stderr="")
+    crossed = decode(json.loads(json.dumps(encode([run], lambda v: {"$": "ref", "id": 0}))), lambda d: None)[0]
+    assert (crossed.pid, crossed.killed, crossed.seconds) == (7, True, 2.5)
+    timed = decode(encode(Timed(0.0, 120.0), lambda v: None), lambda d: None)
+    assert (timed.seconds, timed.minutes) == (120.0, 2.0) and not hasattr(timed, "broken")
+    assert timed.later.later.seconds == 1.0
+    refs = []
+    encode(Timed(0.0, 1.0), lambda v: refs.append(v) or {"$": "ref", "id": len(refs)})
+    assert len(refs) == 1 and type(refs[0]) is Timed, "the endless chain ends in a reference"
+
+
+DIAGNOSE_WITH_PROPERTIES = '''def diagnose(charges: list[dict], runs: list) -> str:
+    first, second = charges[0], charges[1]
+    if first["idempotency_key"] is not None and first["idempotency_key"] == second["idempotency_key"]:
+        return "key expired"
+    if first["pid"] == second["pid"]:
+        return "retry without a key"
+    if first["idempotency_key"] and second["idempotency_key"] and first["idempotency_key"] != second["idempotency_key"]:
+        return "fresh key per attempt"
+    by_pid = {run.pid: run for run in runs}
+    a, b = sorted((by_pid[first["pid"]], by_pid[second["pid"]]), key=lambda run: run.started)
+    if a.killed:
+        return "crash after the effect, no key"
+    if b.started < a.started + a.seconds:
+        return "concurrent workers"
+    return "crash after the effect, no key"
+'''
+
+
+def test_a_diagnose_that_reads_killed_and_seconds_scores_full_marks(tmp_path):
+    report, tests = grade(master_with(ex2_diagnose=DIAGNOSE_WITH_PROPERTIES), tmp_path)
+    assert report.score == report.max_score, str(report)
+
+
+# --- no oracle in the library ------------------------------------------------------------------------------
+def key() -> dict[str, str]:
+    return master_value(ROOT / "solutions" / LESSON8, "ex3_self_check", "my_answers")
+
+
+def test_the_library_cannot_tell_a_graded_answer_from_a_wrong_one():
+    graded = [q for q in interview.BANK if q.qid not in interview.PRACTICE]
+    assert graded and set(interview.PRACTICE) and {q.lesson for q in interview.BANK if q.qid in interview.PRACTICE} \
+        == {q.lesson for q in interview.BANK}
+    for q in graded:
+        assert q.answer_hash is None, q.qid
+        assert [interview.check({q.qid: letter})[q.qid] for letter in "ABCabc"] == [None] * 6, q.qid
+    assert reference_value("ex3_self_check", "my_answers") is None, "outside grading nothing holds the key"
+
+
+def test_the_practice_questions_check_against_the_masters_key():
+    right = key()
+    for qid in interview.PRACTICE:
+        assert interview.check({qid: right[qid]}) == {qid: True}
+        assert [interview.check({qid: letter})[qid] for letter in "ABC"].count(True) == 1, qid
+
+
+# Asks the library about every choice, and hashes every choice as the library's source does.
+BRUTE_FORCE = '''import hashlib
+from crashlab.lessons import interview
+
+my_answers = {}
+for q in interview.BANK:
+    told = [letter for letter in "ABC" if interview.check({q.qid: letter})[q.qid]]
+    hashed = [letter for letter in "ABC" if q.answer_hash
+              == hashlib.sha256(f"crashlab-interview:{q.qid}:{letter}".encode()).hexdigest()[:16]]
+    my_answers[q.qid] = (told or hashed or ["A"])[0]
+'''
+
+
+def test_a_notebook_that_tries_every_choice_scores_only_its_honest_points(tmp_path):
+    report, tests = grade(master_with(ex3_self_check=BRUTE_FORCE), tmp_path)
+    assert_only_lost(tests, "ex3_self_check_checks")
+    words = tests["ex3_self_check_checks"].output
+    assert "letters are not the strong answer" in words and "q0" not in words, words
+
+
+def test_a_right_answer_in_other_letters_case_scores_full_and_one_wrong_letter_scores_zero(tmp_path):
+    right = {qid: letter.lower() for qid, letter in key().items()}
+    one_wrong = {**key(), "q02": next(letter for letter in "ABC" if letter != key()["q02"])}
+    report, tests = grade(master_with(ex3_self_check=f"my_answers = {right!r}\n"), tmp_path / "right")
+    assert report.score == report.max_score, str(report)
+    report, tests = grade(master_with(ex3_self_check=f"my_answers = {one_wrong!r}\n"), tmp_path / "wrong")
+    assert_only_lost(tests, "ex3_self_check_checks")
+    assert f"1 of the {len(key())} letters" in tests["ex3_self_check_checks"].output
+
+
+# --- the fair side --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("isolate", [None, False], ids=["isolated when root", "not isolated"])
+def test_the_master_scores_full_marks(isolate):
+    report = grade_notebook(ROOT / "solutions" / LESSON8, isolate=isolate)
+    assert report.score == report.max_score == sum(POINTS.values()), str(report)

@@ -1,0 +1,117 @@
+"""The Restate lesson (issue 14): the graded matrix is the one its text promises, and known-wrong answers lose
+their own exercise's points only -- a handler with a side effect outside ``ctx.run`` or ``uuid4()`` keys scores 0
+on the crash matrix (the second inside the one full grading), a step that drops the key or an approval timed by
+asyncio.wait_for loses its exercise.
+
+Cheap on purpose: the master's full matrix runs when test_grading_all grades the master, and nbval runs its
+scenes (a crash, two resumers, the awakeable surviving a kill, a journal mismatch, two deployments). Here the
+matrix checks run one or two crash points, and one full grading shows the wrong answers each losing their points.
+"""
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from crashlab.grading.grade import grade_notebook, score_matrix_check
+from crashlab.course.notebooks import grade_id
+from master_files import judge_only, replace_in as replace, write_master_files
+from restate_or_skip import restate_or_skip
+
+ROOT = Path(__file__).resolve().parents[2]
+MASTER = ROOT / "solutions" / "06_restate.ipynb"
+MODEL_STEP = 'await ctx.run_typed(f"model#{turn}", ask_model, STEP, messages=messages)'
+TOOL_STEP = 'await ctx.run_typed(call["name"], run_tool, STEP, name=call["name"], args=call["input"], key=key)'
+KEY = """key = f"{ctx.request().id}/{turn}/{call['name']}\""""
+UUID_KEY = "key = str(__import__('uuid').uuid4())"
+NO_TURN_KEY = """key = f"{ctx.request().id}/{call['name']}\""""
+# Right keys spelled otherwise: Restate's deterministic uuid (the text names it), the model's tool_use id (journaled
+# with the model's reply, so a replay sees the same one).
+OTHER_RIGHT_KEYS = {"ctx.uuid()": "key = str(ctx.uuid())", "the tool_use id": 'key = call["id"]'}
+
+
+@pytest.fixture(autouse=True)
+def _restate_or_skip():
+    restate_or_skip()
+
+
+@pytest.fixture
+def lesson_files(tmp_path):
+    """The files the master notebook writes, in a scratch folder."""
+    return tmp_path, write_master_files(MASTER, tmp_path)
+
+
+def matrix_check(nb, points: list[str]) -> dict:
+    check = dict(nb.metadata["crashlab"]["matrix_checks"][0])
+    check.update(crash_points=points, double=[])
+    return check
+
+
+def test_the_graded_matrix_is_every_point_with_two_resumers_and_double_crashes():
+    nb = nbformat.read(MASTER, as_version=4)
+    meta = nb.metadata["crashlab"]
+    check, = meta["matrix_checks"]
+    assert check["name"] == "ex2_crash_matrix" and check["needs"] == "restate" and check.get("crash_points", "all") == "all"
+    assert check["resumers"] == 2 and len(check["double"]) >= 2 and check["expect"] == "durable"
+    assert check["on_reference_answers"] and meta["reference_answers"] == ["ex1_steps", "restate_agent_given"]
+    demo, = meta["demo_agents"]
+    assert demo["agent"] == check["agent"] == "restate_agent.py" and demo["needs"] == "restate"
+
+
+def test_a_side_effect_outside_ctx_run_scores_0_for_the_crash_matrix(lesson_files):
+    """The model and the tools called in the handler body: nothing journaled, so a resume asks the model again."""
+    folder, nb = lesson_files
+    replace(folder / "restate_order.py", MODEL_STEP, "ask_model(messages)")
+    replace(folder / "restate_order.py", TOOL_STEP, 'run_tool(call["name"], call["input"], key)')
+    result = score_matrix_check(matrix_check(nb, ["before:reserve_item"]), folder)
+    assert result.score == 0 and "repeated model call" in result.output, result.output
+
+
+APPROVAL_WAIT = "    match await restate.select(approval=approval, timeout=ctx.sleep(timedelta(seconds=timeout_s))):\n"
+# A timer in the process, not in the journal: a refusal and a timeout still end the order, but a crash forgets it.
+ASYNCIO_TIMER = """    import asyncio
+
+    try:
+        approved = await asyncio.wait_for(approval, timeout_s)
+    except asyncio.TimeoutError:
+        return "approval timed out"
+    return "approved" if approved else "rejected"
+"""
+
+
+def test_wrong_answers_lose_their_own_exercises_points_only(tmp_path):
+    """A step that drops its key (exercise 1), a handler with uuid4() keys that passes its checks on a clean run
+    (exercise 2: its matrix), an approval whose deadline is asyncio.wait_for, not a durable timer (exercise 3).
+    Each loses its own points."""
+    nb = nbformat.read(MASTER, as_version=4)
+    cells = {grade_id(c): c for c in nb.cells if grade_id(c)}
+    steps = cells["ex1_steps"].source
+    assert "return call_tool(name, args, idempotency_key=key)" in steps
+    cells["ex1_steps"].source = steps.replace("return call_tool(name, args, idempotency_key=key)",
+                                              "return call_tool(name, args)  # wrong: no key")
+    approval = cells["ex3_approval"].source
+    assert KEY in cells["ex2_handler"].source and APPROVAL_WAIT in approval
+    cells["ex2_handler"].source = cells["ex2_handler"].source.replace(KEY, UUID_KEY)
+    cells["ex3_approval"].source = (approval.split(APPROVAL_WAIT)[0] + ASYNCIO_TIMER
+                                    + "    # END SOLUTION" + approval.split("# END SOLUTION")[1])
+    path = tmp_path / MASTER.name
+    nbformat.write(nb, path)
+    report = grade_notebook(path)
+    scores = {t.name: t.score for t in report.tests}
+    assert scores == {"ex1_steps_checks": 0, "ex2_handler_checks": 3, "ex3_approval_checks": 0,
+                      "ex2_crash_matrix": 0}, str(report)
+    ex3 = next(t for t in report.tests if t.name == "ex3_approval_checks")
+    assert "durable timer" in ex3.output, ex3.output
+
+
+def test_a_key_without_the_turn_loses_the_handler_checks():
+    """The same tool asked for in two turns is two steps; a key of the invocation and the tool alone makes them one.
+    The crash matrix cannot see it (the order asks for each tool once), so the handler's checks must."""
+    result = judge_only(MASTER.name, "ex2_handler", KEY, NO_TURN_KEY, "ex2_handler_checks")
+    assert result.score == 0 and "expected 2 emails, got 1" in result.output, result.output
+
+
+@pytest.mark.parametrize("key", OTHER_RIGHT_KEYS.values(), ids=OTHER_RIGHT_KEYS.keys())
+def test_a_key_spelled_otherwise_passes_the_handler_checks(key):
+    result = judge_only(MASTER.name, "ex2_handler", KEY, key, "ex2_handler_checks")
+    assert result.score == result.max_score, result.output
