@@ -10,7 +10,7 @@ import nbformat
 from crashlab.grading.checks import judge_checks
 from crashlab.grading.grade import restore_locked_cells
 from crashlab.grading.isolation import Deadline, Isolation
-from crashlab.grading.notebooks import grade_id, is_test_cell, lesson_of, written_files
+from crashlab.course.notebooks import grade_id, is_test_cell, lesson_of, written_files
 
 ROOT = Path(__file__).resolve().parents[1]
 

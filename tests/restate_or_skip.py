@@ -2,7 +2,7 @@
 
 import pytest
 
-from crashlab.restate_server import RestateServerError, restate_binary
+from crashlab.engines.restate import RestateServerError, restate_binary
 
 
 def restate_or_skip() -> None:

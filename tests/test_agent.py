@@ -227,7 +227,7 @@ def misbehaving_server(mode: str):
     ("silent", "no reply from the service within 0.5 s"),
 ])
 def test_a_tool_call_that_gets_no_reply_fails_as_retryable(no_world_env, monkeypatch, mode, words):
-    monkeypatch.setattr(agent, "TOOL_TIMEOUT", 0.5)
+    monkeypatch.setattr(agent.tools, "TOOL_TIMEOUT", 0.5)
     with misbehaving_server(mode) as url:
         monkeypatch.setenv("CRASHLAB_SERVICES_URL", url)
         with pytest.raises(ToolCallFailed) as failed:
@@ -243,7 +243,7 @@ def test_a_tool_call_that_gets_no_reply_fails_as_retryable(no_world_env, monkeyp
     ("500", "answered 500", 500),
 ])
 def test_a_model_call_that_breaks_is_one_model_call_failed(no_world_env, monkeypatch, mode, words, status):
-    monkeypatch.setattr(agent, "MODEL_TIMEOUT", 0.5)
+    monkeypatch.setattr(agent.model, "MODEL_TIMEOUT", 0.5)
     with misbehaving_server(mode) as url:
         monkeypatch.setenv("CRASHLAB_MODEL_URL", url)
         with pytest.raises(ModelCallFailed) as failed:
@@ -254,7 +254,7 @@ def test_a_model_call_that_breaks_is_one_model_call_failed(no_world_env, monkeyp
 
 
 def test_agent_main_prints_a_broken_connection_as_one_line(no_world_env, monkeypatch, capsys):
-    monkeypatch.setattr(agent, "TOOL_TIMEOUT", 0.5)
+    monkeypatch.setattr(agent.tools, "TOOL_TIMEOUT", 0.5)
     with misbehaving_server("reset") as url:
         monkeypatch.setenv("CRASHLAB_SERVICES_URL", url)
         with pytest.raises(SystemExit) as exited:
@@ -289,7 +289,7 @@ def test_the_model_is_asked_for_one_tool_per_turn_unless_the_caller_chooses():
             def create(**kwargs):
                 sent.append(kwargs)
 
-    messages = agent._Messages(FakeSDK, "a fake model")
+    messages = agent.model.Messages(FakeSDK, "a fake model")
     messages.create(model=agent.MODEL, max_tokens=10, tools=TOOLS, messages=[])
     messages.create(model=agent.MODEL, max_tokens=10, tools=TOOLS, tool_choice={"type": "any"}, messages=[])
     messages.create(model=agent.MODEL, max_tokens=10, messages=[])

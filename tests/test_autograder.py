@@ -18,7 +18,7 @@ import pytest
 
 from crashlab.release.bundle import build_autograder, encrypt, masters_for
 from crashlab.release.files import TEMPLATES
-from crashlab.scratch import remove_scratch
+from crashlab.plumbing.scratch import remove_scratch
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON1 = "01_naive_event_log.ipynb"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from crashlab import bench
+from crashlab.cli import bench as bench_cli
 
 ROW_KEYS = {"engine", "per_step_ms", "ratio_to_floor", "recovery_s", "recovery_startup_s", "recovery_steps_run",
             "samples_ms", "note"}
@@ -120,7 +121,7 @@ def test_a_measurement_that_hangs_is_killed_and_reported(tmp_path):
 @pytest.mark.timeout(60)
 def test_command_line_writes_the_json(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    assert bench.main(["--engines", "floor", "--steps", "40", "--repeats", "1", "--no-recovery",
+    assert bench_cli.main(["--engines", "floor", "--steps", "40", "--repeats", "1", "--no-recovery",
                        "--workdir", str(tmp_path / "work"), "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     assert set(data) == TOP_KEYS and data["rows"][0]["engine"] == "floor" and data["floor_ms"] > 0
@@ -131,7 +132,7 @@ def test_command_line_writes_the_json(tmp_path, capsys):
 def test_restate_is_measured_on_a_real_server_and_resumes_from_its_journal(tmp_path):
     """One Restate server for the run, stopped after it; the per-step ratio is to this run's floor; the new
     endpoint process replays the journal and runs only the killed step and the rest."""
-    from crashlab import restate_server
+    from crashlab.engines import restate as restate_server
     from crashlab.bench import common
     from restate_or_skip import restate_or_skip
 

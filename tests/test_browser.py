@@ -27,7 +27,7 @@ import httpx
 import nbformat
 import pytest
 
-from crashlab.temporal_server import free_port
+from crashlab.plumbing.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 JUPYTER = Path(sys.executable).parent / "jupyter"
@@ -426,7 +426,7 @@ def test_lab_runs_lesson1_answered_and_lesson5_unanswered(lab, browser):
 def demo_sections():
     """Matrices shaped like `crashlab demo`'s (every master's reference agents, their labels and crash points),
     with made-up counts: the report's layout is under test here, not the agents (the demo takes minutes)."""
-    from crashlab.demo import reference_agents
+    from crashlab.report.demo import reference_agents
     from crashlab.harness import BASELINE, Matrix, Row, resolve_points
 
     sections = []

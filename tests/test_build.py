@@ -7,7 +7,7 @@ import nbformat
 import pytest
 
 from crashlab.grading.build import MAY_RAISE_TAG, out_of_date, student_version
-from crashlab.grading.notebooks import grade_id, is_answer_cell, is_test_cell, nbgrader_meta, written_files
+from crashlab.course.notebooks import grade_id, is_answer_cell, is_test_cell, nbgrader_meta, written_files
 
 ROOT = Path(__file__).resolve().parents[1]
 MASTERS = sorted((ROOT / "solutions").glob("*.ipynb"))

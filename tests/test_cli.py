@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from crashlab import cli_args
+from crashlab.cli import args as cli_args
 from crashlab.cli import build_parser
 
 AS_ROOT = os.geteuid() == 0

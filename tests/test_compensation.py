@@ -17,11 +17,12 @@ import httpx
 import pytest
 
 from crashlab import agent
-from crashlab.audit import Audit
+from crashlab.world.audit import Audit
 from crashlab.harness import BASELINE, Matrix, Row, crash_test, double_crash_pairs, judge, resolve_points
-from crashlab.launcher import WarmLauncher
-from crashlab.order import (ALL_TOOLS, COMPENSATION_TOOLS, ORDER_ID, TOOLS, TOOLS_WITH_UNDO, check_crash_point,
-                            check_failure, failure_path, failure_points, order_task, undo_request, undo_task)
+from crashlab.harness.launcher import WarmLauncher
+from crashlab.crash_points import allowed_repeats, check_crash_point, failure_points
+from crashlab.order import (ALL_TOOLS, COMPENSATION_TOOLS, ORDER_ID, TOOLS, TOOLS_WITH_UNDO, check_failure, failure_path,
+                            order_task, undo_request, undo_task)
 from crashlab.world import World, WorldError, policy
 from master_files import write_master_files
 
@@ -311,7 +312,7 @@ def test_the_keyed_compensating_agent_is_clean_at_every_point_of_the_failure_pat
     assert matrix.ok, str(matrix)
     assert [row.point for row in matrix.rows] == [BASELINE] + failure_points("send_confirmation")
     assert all(row.verdict == "cleanly undone" and row.duplicates == 0 and row.finished for row in matrix.rows)
-    assert all(row.repeated_model_calls == row.point.startswith("after:model#") for row in matrix.rows)
+    assert all(row.repeated_model_calls == allowed_repeats(row.point) for row in matrix.rows)
 
 
 def test_the_naive_compensating_agent_refunds_twice_after_a_crash(launcher, lesson_agents):

@@ -11,7 +11,7 @@ points of the longer undo (the confirmation fails, so the reservation is release
 points, and the unkeyed variant at the one point where it refunds twice. The full failure-path matrix of each agent
 ("all" points) is clean too; it runs in about 20 s (LangGraph), 30 s (DBOS) and 50 s (Temporal) on 2 cores, so
 it is measured by hand rather than here. Temporal's dev server is started once, through the grader's own
-``crashlab.needs``, for the Temporal tests only, and stopped after them.
+``crashlab.engines.needs``, for the Temporal tests only, and stopped after them.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from crashlab.harness import crash_test
-from crashlab.launcher import WarmLauncher
-from crashlab.needs import Needs
+from crashlab.harness.launcher import WarmLauncher
+from crashlab.engines.needs import Needs
 from master_files import replace_in, write_master_files
 
 MASTER = Path(__file__).resolve().parents[1] / "solutions" / "07_compensation.ipynb"

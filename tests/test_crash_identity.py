@@ -21,12 +21,12 @@ import httpx
 import nbformat
 import pytest
 
-from crashlab import runscope
+from crashlab.world import runscope
 from crashlab.grading.grade import grade_notebook
-from crashlab.grading.notebooks import grade_id
+from crashlab.course.notebooks import grade_id
 from crashlab.harness import BASELINE, crash_row, run_agent
-from crashlab.runscope import RunScope
-from crashlab.sandbox_slot import SandboxSlot
+from crashlab.world.runscope import RunScope
+from crashlab.plumbing.sandbox_slot import SandboxSlot
 from crashlab.world import World, WorldError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,10 +18,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from crashlab import interview
+from crashlab.lessons import interview
 from crashlab.grading.answer_cells import module_name, write_answer_modules
 from crashlab.grading.grade import grade_notebook
-from crashlab.grading.notebooks import grade_id
+from crashlab.course.notebooks import grade_id
 from crashlab.grading.references import reference_value
 from crashlab.grading.remote import decode, encode
 from crashlab.harness.runs import ProcessRun
@@ -177,7 +177,7 @@ def test_the_practice_questions_check_against_the_masters_key():
 
 # Asks the library about every choice, and hashes every choice as the library's source does.
 BRUTE_FORCE = '''import hashlib
-from crashlab import interview
+from crashlab.lessons import interview
 
 my_answers = {}
 for q in interview.BANK:

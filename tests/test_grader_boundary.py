@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from crashlab import sandbox as sandboxes
+from crashlab.plumbing import sandbox as sandboxes
 from crashlab.grading.batch import discover
 from crashlab.grading.gradescope import find_submitted
 from crashlab.grading.grade import grade_notebook
@@ -197,7 +197,7 @@ def hopper(beat: Path) -> str:
 @ROOT_ONLY
 @pytest.mark.parametrize("trial", range(3))
 def test_processes_that_hop_pids_all_die(tmp_path, trial):
-    from crashlab.sandbox_slot import SandboxSlot
+    from crashlab.plumbing.sandbox_slot import SandboxSlot
 
     import tempfile
 
@@ -224,7 +224,7 @@ def test_processes_that_hop_pids_all_die(tmp_path, trial):
 
 @ROOT_ONLY
 def test_a_slot_removes_what_a_killed_grader_left_in_it(tmp_path):
-    from crashlab.sandbox_slot import SandboxSlot
+    from crashlab.plumbing.sandbox_slot import SandboxSlot
 
     left = Path(os.environ.get("TMPDIR", "/tmp")) / f"crashlab-grade-left-{os.getpid()}"
     left.mkdir()

@@ -11,7 +11,7 @@ import pytest
 
 from crashlab.grading.grade import GradingError, grade_notebook, restore_locked_cells
 from crashlab.grading.isolation import NOT_RUN_WHILE_GRADING, keep_only_what_the_submission_writes
-from crashlab.grading.notebooks import grade_id, is_answer_cell, is_test_cell
+from crashlab.course.notebooks import grade_id, is_answer_cell, is_test_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON1 = "01_naive_event_log.ipynb"

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from crashlab.audit import Audit
+from crashlab.world.audit import Audit
 from crashlab.harness import (BASELINE, EXPECTATIONS, Matrix, ProcessRun, Row, crash_row, crash_test, judge,
                               resolve_points)
-from crashlab.launcher import LauncherError
-from crashlab.order import ORDER_ID, default_points
+from crashlab.harness.launcher import LauncherError
+from crashlab.crash_points import default_points
+from crashlab.order import ORDER_ID
 
 AGENTS = Path(__file__).parent / "agents"
 NAIVE = AGENTS / "naive_agent.py"

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from crashlab import interview
+from crashlab.lessons import interview
 from master_files import master_value
 
 KEY = master_value(Path(__file__).resolve().parents[1] / "solutions" / "08_side_by_side.ipynb", "ex3_self_check",

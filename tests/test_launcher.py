@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from crashlab.harness import crash_row, crash_test, double_crash_pairs, run_agent
-from crashlab.launcher import LauncherError, WarmLauncher
+from crashlab.harness.launcher import LauncherError, WarmLauncher
 from crashlab.world import World
 
 AGENTS = Path(__file__).parent / "agents"
@@ -140,7 +140,7 @@ def test_crash_tests_keep_one_launcher_per_preload_and_replace_a_dead_one():
     import signal
     import time
 
-    from crashlab.launcher import kept_launcher
+    from crashlab.harness.launcher import kept_launcher
 
     kept = kept_launcher()
     first = crash_test(AGENTS / "naive_agent.py", ["after:charge_card"], expect="observe", baseline=False,

@@ -8,10 +8,10 @@ import nbformat
 import pytest
 
 from crashlab.grading.grade import score_matrix_check
-from crashlab.grading.notebooks import written_files
+from crashlab.course.notebooks import written_files
 from crashlab.harness import crash_row, run_agent
-from crashlab.launcher import WarmLauncher
-from crashlab.postgres import fresh_database, postgres_available, throwaway_postgres
+from crashlab.harness.launcher import WarmLauncher
+from crashlab.engines.postgres import fresh_database, postgres_available, throwaway_postgres
 from crashlab.world import World
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,8 +11,8 @@ import pytest
 from crashlab.grading.grade import score_matrix_check
 from master_files import replace_in as _replace, write_master_files
 from crashlab.harness import crash_row, run_agent
-from crashlab.launcher import WarmLauncher
-from crashlab.postgres import postgres_available, throwaway_postgres
+from crashlab.harness.launcher import WarmLauncher
+from crashlab.engines.postgres import postgres_available, throwaway_postgres
 from crashlab.world import World
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,10 +8,10 @@ import nbformat
 import pytest
 
 from crashlab.grading.grade import score_matrix_check
-from crashlab.grading.notebooks import written_files
+from crashlab.course.notebooks import written_files
 from crashlab.harness import run_agent
-from crashlab.temporal_server import (ENV_TEMPORAL_ADDRESS, TemporalServer, TemporalServerError, free_port,
-                                      temporal_environment)
+from crashlab.engines.temporal import ENV_TEMPORAL_ADDRESS, TemporalServer, TemporalServerError, temporal_environment
+from crashlab.plumbing.ports import free_port
 from crashlab.world import World
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,7 +81,7 @@ def test_server_dies_with_its_parent(tmp_path):
     import subprocess
     import sys
 
-    script = ("import sys, time; from crashlab.temporal_server import TemporalServer; "
+    script = ("import sys, time; from crashlab.engines.temporal import TemporalServer; "
               f"s = TemporalServer.start({str(tmp_path / 't')!r}); print(s.http_port, s.pid, flush=True); time.sleep(60)")
     owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:

@@ -14,7 +14,7 @@ import nbformat
 import pytest
 
 from crashlab.grading.grade import grade_notebook, score_matrix_check
-from crashlab.grading.notebooks import grade_id
+from crashlab.course.notebooks import grade_id
 from master_files import judge_only, replace_in as replace, write_master_files
 from restate_or_skip import restate_or_skip
 

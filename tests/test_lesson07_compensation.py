@@ -12,7 +12,7 @@ import nbformat
 import pytest
 
 from crashlab.grading.grade import grade_notebook, score_matrix_check
-from crashlab.grading.notebooks import grade_id
+from crashlab.course.notebooks import grade_id
 from master_files import replace_in as replace, write_master_files
 
 ROOT = Path(__file__).resolve().parents[1]

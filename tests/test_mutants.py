@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from crashlab.grading.notebooks import grade_id
+from crashlab.course.notebooks import grade_id
 from master_files import judge_only
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -26,9 +26,9 @@ from crashlab.grading.report import GradeReport, write_results
 from crashlab.grading.throughput import Throughput
 from crashlab.harness import Matrix
 from crashlab.order import AMOUNT, ORDER_ID
-from crashlab.outputs import DEMO, OutputError, check_replaceable, write_output
+from crashlab.plumbing.outputs import DEMO, OutputError, check_replaceable, write_output
 from crashlab.release.bundle import build_autograder, encrypt
-from crashlab.soak_results import SoakResult
+from crashlab.soak.results import SoakResult
 from crashlab.world import World, WorldError
 
 ROOT = Path(__file__).resolve().parents[1]

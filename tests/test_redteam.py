@@ -19,7 +19,7 @@ import pytest
 
 import crashlab
 from crashlab.grading.grade import grade_notebook
-from crashlab.grading.notebooks import grade_id
+from crashlab.course.notebooks import grade_id
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON1 = "01_naive_event_log.ipynb"
@@ -187,7 +187,7 @@ def test_a_helper_that_survives_the_crash_and_finishes_the_order_fails_the_matri
     import tempfile
 
     from crashlab.harness import crash_test
-    from crashlab.sandbox_slot import SandboxSlot
+    from crashlab.plumbing.sandbox_slot import SandboxSlot
 
     folder = Path(tempfile.mkdtemp(prefix="crashlab-redteam-"))
     try:
@@ -275,7 +275,7 @@ def test_the_harness_never_reads_a_file_an_agent_links_its_output_to(tmp_path):
     """Root reads what agents print; an agent that swaps its output file for a symlink to a file only
     root can read must not get that file into its run's output (and so into feedback)."""
     from crashlab.harness import run_agent
-    from crashlab.launcher import WarmLauncher
+    from crashlab.harness.launcher import WarmLauncher
     from crashlab.world import World
 
     secret = tmp_path / "secret.txt"

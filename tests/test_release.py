@@ -133,7 +133,7 @@ def test_a_fresh_clone_sets_up_opens_lab_and_self_checks_an_unanswered_notebook(
     assert (clone / ".venv" / ".installed").is_file()
     # The Restate lesson's server, where the library looks for it -- or one line that says npm is missing.
     if shutil.which("npm"):
-        found = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-c", "from crashlab.restate_server import "
+        found = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-c", "from crashlab.engines.restate import "
                                 "restate_binary; print(restate_binary())"], capture_output=True, text=True,
                                env=env)
         assert found.returncode == 0 and found.stdout.startswith(str(clone / ".venv" / "restate")), \
@@ -200,9 +200,9 @@ def test_nbgrader_generate_assignment_accepts_the_masters_as_they_are(tmp_path):
 
 def test_the_restate_server_pin_is_one_version_everywhere_setup_installs_it():
     """The course's Makefile, the learner's and the grading bundle's setup.sh install the server the library
-    expects (crashlab.restate_server.RESTATE_VERSION), and so does Binder's postBuild, each with a line for a
+    expects (crashlab.engines.restate.RESTATE_VERSION), and so does Binder's postBuild, each with a line for a
     machine without npm."""
-    from crashlab.restate_server import RESTATE_VERSION
+    from crashlab.engines.restate import RESTATE_VERSION
 
     for path in (ROOT / "Makefile", TEMPLATES / "Makefile", TEMPLATES / "setup.sh", ROOT / "postBuild"):
         text = path.read_text()

@@ -10,18 +10,18 @@ from html.parser import HTMLParser
 
 import pytest
 
-from crashlab.audit import Event
-from crashlab.demo import WIDTH, fit, terminal_summary
+from crashlab.world.audit import Event
+from crashlab.report.demo import WIDTH, fit, terminal_summary
 from crashlab.harness import BASELINE, Matrix, ProcessRun, Row
-from crashlab.order import default_points
-from crashlab.plots import EXPECTED, NOT_REACHED
-from crashlab.report import CLEAN, PAGE_PX, _cell, headline, lesson_heatmap, tally, verdict, write_report
+from crashlab.crash_points import allowed_repeats, default_points
+from crashlab.report.plots import EXPECTED, NOT_REACHED
+from crashlab.report import CLEAN, PAGE_PX, heatmap_cell, headline, lesson_heatmap, tally, verdict, write_report
 
 POINTS = [BASELINE] + default_points()  # 15 rows, as in the demo
 
 
 def row(point, dup=0, rep=None, finished=True, reached=True, problems=(), runs=()):
-    rep = (1 if point.startswith("after:model#") else 0) if rep is None else rep
+    rep = allowed_repeats(point) if rep is None else rep
     return Row(point, reached, {"charge": 1, "reservation": 1, "confirmation": 1 + dup}, dup, 4 + rep, rep, finished,
                0.5, list(problems), list(runs), [])
 
@@ -207,10 +207,10 @@ def test_a_fourth_engine_gets_its_row_and_section_from_the_results_alone(tmp_pat
 def test_heatmap_cells_tell_failures_from_the_expected_repeat_and_unreached_points():
     m = matrix("x_agent.py", "observe", {**UNREACHED, **NAIVE})
     by_point = {r.point: r for r in m.rows}
-    assert _cell(by_point["after:model#1"], "rep") == (EXPECTED, "1")
-    assert _cell(by_point["before:reserve_item"], "dup") == (NOT_REACHED, "–")
-    assert _cell(by_point["before:model#1"], "dup") == (CLEAN, "0")
-    colour, text = _cell(by_point["after:model#3"], "rep")  # 3 repeats: 2 beyond the expected one
+    assert heatmap_cell(by_point["after:model#1"], "rep") == (EXPECTED, "1")
+    assert heatmap_cell(by_point["before:reserve_item"], "dup") == (NOT_REACHED, "–")
+    assert heatmap_cell(by_point["before:model#1"], "dup") == (CLEAN, "0")
+    colour, text = heatmap_cell(by_point["after:model#3"], "rep")  # 3 repeats: 2 beyond the expected one
     assert text == "3" and colour not in (EXPECTED, CLEAN, NOT_REACHED)
 
 

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from crashlab.harness import run_agent
-from crashlab.restate_server import (ENV_RESTATE_BIN, RestateServer, RestateServerError, admin_sql,
+from crashlab.engines.restate import (ENV_RESTATE_BIN, RestateServer, RestateServerError, admin_sql,
                                      restate_environment)
 from crashlab.world import World
 from master_files import write_master_files

@@ -16,13 +16,13 @@ import pytest
 
 import crashlab
 from crashlab.grading.isolation import Isolation
-from crashlab.scratch import scratch_dir
+from crashlab.plumbing.scratch import scratch_dir
 
 LIBRARY = Path(crashlab.__file__).resolve().parents[1]
 
 READ_ONLY_TREE = """
 import os, sys
-from crashlab.scratch import remove_scratch
+from crashlab.plumbing.scratch import remove_scratch
 root, outside = sys.argv[1], sys.argv[2]
 os.makedirs(os.path.join(root, "a", "b"))
 os.makedirs(os.path.join(root, "a", "c"))

@@ -16,7 +16,7 @@ import pytest
 from crashlab.cli import main
 from crashlab.order import ORDER_ID_PATTERN, order_details
 from crashlab.soak import order_ids, parse_resumers, parse_world_faults, soak
-from crashlab.soak_reference import reference_spec
+from crashlab.soak.reference import reference_spec
 
 AGENTS = Path(__file__).parent / "agents"
 KEYED = AGENTS / "logged_agent.py"  # lesson 1's logged loop, each tool call keyed by the order and the step

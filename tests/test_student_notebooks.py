@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from crashlab.grading.notebooks import QUIET_KERNEL, is_answer_cell, is_test_cell
+from crashlab.course.notebooks import QUIET_KERNEL, is_answer_cell, is_test_cell
 
 ROOT = Path(__file__).resolve().parent.parent
 STUDENT_NOTEBOOKS = sorted((ROOT / "course").glob("*.ipynb"))
@@ -65,7 +65,7 @@ def test_run_all_on_an_unanswered_notebook_stops_each_demonstration_in_one_line(
 
 def test_a_demonstration_runs_once_its_exercise_passed_and_not_before(tmp_path):
     """The guard itself, in a real kernel: failing checks, then passing checks, then a file still a stub."""
-    cells = ["from crashlab.notebook import needs_exercise",
+    cells = ["from crashlab.lessons.notebook import needs_exercise",
              "# Exercise 1: visible checks\nassert False, 'not yet'",
              "needs_exercise(1)\nprint('ran')",
              "# Exercise 1: visible checks\nassert True",
@@ -87,7 +87,7 @@ def test_a_demonstration_runs_once_its_exercise_passed_and_not_before(tmp_path):
 
 
 def test_the_lesson_folder_is_beside_the_notebook_however_often_the_cell_runs(tmp_path):
-    cells = ["from crashlab.notebook import work_in_lesson_folder",
+    cells = ["from crashlab.lessons.notebook import work_in_lesson_folder",
              "work_in_lesson_folder('07_x')\nwork_in_lesson_folder('07_x')\nimport os\nprint(os.getcwd())"]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     NotebookClient(nb, timeout=60, kernel_name="python3", extra_arguments=QUIET_KERNEL,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 
-from crashlab.temporal_server import NAMESPACE_FILE, namespace_for
+from crashlab.engines.temporal import NAMESPACE_FILE, namespace_for
 
 AGENTS = 8
 

@@ -22,7 +22,7 @@ import anthropic
 import httpx
 import pytest
 
-from crashlab.audit import audit as audit_ledgers
+from crashlab.world.audit import audit as audit_ledgers
 from crashlab.order import AMOUNT, ORDER_ID, SKU, TOOLS, order_task
 from crashlab.world import LedgerError, World, WorldError
 

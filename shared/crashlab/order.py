@@ -4,7 +4,6 @@ the three that do the order and, for the compensation lesson, the three that und
 from __future__ import annotations
 
 import copy
-import difflib
 import hashlib
 import re
 
@@ -177,20 +176,6 @@ def undo_request(order_id: str = ORDER_ID) -> str:
             "per turn, then send a cancellation.")
 
 
-def default_points(model_calls: int = len(TOOL_ORDER) + 1) -> list[str]:
-    """Every crash point a correct run of the order task passes through, in order.
-
-    A run makes four model calls (one per tool, then the final answer) and three tool calls.
-    """
-    points: list[str] = []
-    for n in range(1, model_calls + 1):
-        points += [f"before:model#{n}", f"after:model#{n}"]
-        if n <= len(TOOL_ORDER):
-            tool = TOOL_ORDER[n - 1]
-            points += [f"before:{tool}", f"after:{tool}"]
-    return points
-
-
 def check_failure(text: str) -> tuple[str, str]:
     """``TOOL``, ``TOOL:REASON`` or ``REASON`` (``reserve_item``, ``reserve_item:out_of_stock``, ``out_of_stock``)
     as ``(tool, reason)``; ValueError in one line otherwise."""
@@ -214,17 +199,6 @@ def failure_path(tool: str) -> tuple[list[str], list[str]]:
     return do, undo_steps(do[:-1])
 
 
-def failure_points(tool: str) -> list[str]:
-    """Every crash point of the failure path when ``tool`` fails for good: the model calls that choose the do
-    steps, every do step (the failing one too: its ``after:`` is once the world has answered the failure) and
-    every undo step. No model call after the failure: code that owns the compensation asks the model nothing."""
-    do, undo = failure_path(tool)
-    points = default_points(len(do))
-    for step in undo:
-        points += [f"before:{step}", f"after:{step}"]
-    return points
-
-
 def check_order_id(text: str) -> str:
     """``text`` if it is an order id; else a ValueError in one line. Every way in checks it (the CLI, the world, an
     agent's ``--order``): an id the world's pattern does not match (``ORD-77_C``) is read as another order's, so an
@@ -234,22 +208,3 @@ def check_order_id(text: str) -> str:
     return text
 
 
-def check_crash_point(text: str) -> str:
-    """``text`` as a crash point (``before:OP`` / ``after:OP``, OP = ``model#N`` with N >= 1 or a tool of the
-    order), normalised; ValueError saying what is wrong otherwise. A point no run can reach (a tool that
-    does not exist) is refused here rather than reported as "never reached" after a whole run. The undo tools
-    (:data:`UNDO_TOOLS`) are tools of the order too."""
-    when, colon, op = (part.strip() for part in text.partition(":"))
-    forms = f"before:OP or after:OP, OP = model#N (N >= 1) or a tool: {', '.join(ALL_TOOLS)}"
-    if when not in ("before", "after") or not colon:
-        raise ValueError(f"crash point {text!r} is not {forms}")
-    model = re.fullmatch(r"model#(\d+)", op)
-    if model:
-        if int(model.group(1)) < 1:
-            raise ValueError(f"crash point {text!r}: model calls are counted from 1 (model#1 is the first)")
-        return f"{when}:model#{int(model.group(1))}"
-    if op not in ALL_TOOLS:
-        close = difflib.get_close_matches(op, list(ALL_TOOLS), n=1)
-        hint = f"did you mean {when}:{close[0]}? " if close else ""
-        raise ValueError(f"crash point {text!r}: unknown tool {op!r}: {hint}OP is model#N or one of {', '.join(ALL_TOOLS)}")
-    return f"{when}:{op}"

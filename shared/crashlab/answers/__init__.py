@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from crashlab.sandbox import ENV_GRADING_LESSON
+from crashlab.plumbing.sandbox import ENV_GRADING_LESSON
 
 
 def refuse_while_grading(lesson: str) -> None:

@@ -16,11 +16,11 @@ Every step is trivial (no model, no HTTP): the figure is the engine's own cost o
 can do. ``langgraph-exit`` / ``-async`` / ``-sync``: a graph that loops through one trivial node, on
 ``SqliteSaver``, invoked with ``durability=`` that mode. ``dbos-sqlite``: a ``@DBOS.workflow`` calling a
 trivial ``@DBOS.step`` N times, system database in a SQLite file. ``dbos-postgres``: the same on a
-throwaway PostgreSQL cluster (:mod:`crashlab.postgres`; that cluster runs with ``fsync=off``, so its
+throwaway PostgreSQL cluster (:mod:`crashlab.engines.postgres`; that cluster runs with ``fsync=off``, so its
 figure leaves out the disk flush). ``temporal``: a workflow running N trivial activities, worker in the
-measuring process, on the dev server (:mod:`crashlab.temporal_server`, SQLite file). ``restate``: a service
+measuring process, on the dev server (:mod:`crashlab.engines.temporal`, SQLite file). ``restate``: a service
 handler running N trivial ``ctx.run`` steps (each a journal entry the server records before the handler goes
-on), its endpoint served by the measuring process, on one Restate server per run (:mod:`crashlab.restate_server`,
+on), its endpoint served by the measuring process, on one Restate server per run (:mod:`crashlab.engines.restate`,
 :mod:`crashlab.bench.restate_workload`). An engine that cannot run here is still a row, with the reason in
 ``note``.
 
@@ -53,7 +53,6 @@ It is a benchmark, not a test: nothing here asserts a speed.
 
 from __future__ import annotations
 
-from crashlab.bench.cli import QUICK, main
 from crashlab.bench.common import ENGINES, BenchError
 from crashlab.bench.results import BenchResult, BenchRow
 from crashlab.bench.run import run_benchmark
@@ -61,12 +60,12 @@ from crashlab.bench.run import run_benchmark
 # The package's parts (each module says what it holds): common (engine names, environment variables,
 # BenchError), results (BenchRow, BenchResult: table, plots, JSON), workloads (the engines' workflows, in
 # their own process; Restate's in restate_workload), child (that process's side: measurement, recovery phase, watchdog), spawn (running
-# the children and servers from the caller's process), run (run_benchmark), cli (main).
+# the children and servers from the caller's process), run (run_benchmark); its command line is crashlab.cli.bench.
 
 try:  # module-level so that a test can replace it
-    from crashlab.postgres import postgres_available
+    from crashlab.engines.postgres import postgres_available
 except ImportError:  # pragma: no cover -- only when the module is absent
     postgres_available = None  # type: ignore[assignment]
 
 
-__all__ = ["run_benchmark", "BenchResult", "BenchRow", "BenchError", "ENGINES", "QUICK", "main"]
+__all__ = ["run_benchmark", "BenchResult", "BenchRow", "BenchError", "ENGINES"]

@@ -15,18 +15,19 @@ import time
 from pathlib import Path
 
 from crashlab.bench.common import BenchError
-from crashlab.scratch import remove_scratch
+from crashlab.engines.registry import engine_of_variant
+from crashlab.plumbing.scratch import remove_scratch
 from crashlab.bench.workloads import _Dbos, _measure, _Temporal, _workload
 
-_ENGINE_MODULES = {"langgraph": ("langgraph.graph", "langgraph.checkpoint.sqlite"), "dbos": ("dbos",),
-                   "temporal": ("temporalio.client", "temporalio.worker", "crashlab.bench_temporal"),
-                   "restate": ("restate", "hypercorn.asyncio", "httpx")}
+# What each engine's child imports before its clock starts: the registry's list, and Temporal's workflow module.
+_EXTRA_IMPORTS = {"temporal": ("crashlab.bench.temporal_workflow",)}
 
 
 def _recovery_phase(engine: str, workdir: Path, phase: str, steps: int, wid: str, t_main: float) -> dict:
     """The recovery scene, inside a child: ``crash`` runs the workflow into the blocking step (the parent
     kills it there); ``resume`` finishes it and reports when."""
-    for module in _ENGINE_MODULES.get(engine.split("-")[0], ()):
+    entry = engine_of_variant(engine)
+    for module in (*entry.imports, *_EXTRA_IMPORTS.get(entry.name, ())) if entry else ():
         importlib.import_module(module)
     t_ready = time.time()  # interpreter up, the engine imported: the engine's own work starts here
     workload = _workload(engine, workdir, recovery=True)

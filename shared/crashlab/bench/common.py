@@ -8,14 +8,15 @@ import os
 import time
 from pathlib import Path
 
-ENGINES = ("floor", "langgraph-exit", "langgraph-async", "langgraph-sync", "dbos-sqlite", "dbos-postgres",
-           "temporal", "restate")
+from crashlab.engines.registry import ENGINES as _REGISTRY
+from crashlab.engines.restate.client import ENV_RESTATE_ADMIN, ENV_RESTATE_INGRESS
+from crashlab.engines.temporal.client import ENV_TEMPORAL_ADDRESS as ENV_TEMPORAL
+
+# The fsync floor first, then every engine's variants in the registry's order.
+ENGINES = ("floor", *(variant for entry in _REGISTRY.values() for variant in entry.bench))
 ENV_BLOCK_AT = "CRASHLAB_BENCH_BLOCK_AT"   # the step (1-based) at which to block, in the killed process only
 ENV_MARKER = "CRASHLAB_BENCH_MARKER"       # the file to create when that step is reached
 ENV_DB_URL = "CRASHLAB_BENCH_DB_URL"
-ENV_TEMPORAL = "CRASHLAB_BENCH_TEMPORAL_ADDRESS"
-ENV_RESTATE_INGRESS = "CRASHLAB_RESTATE_INGRESS"  # the names crashlab.restate_server's agents read too
-ENV_RESTATE_ADMIN = "CRASHLAB_RESTATE_ADMIN"
 TEMPORAL_RECOVERY_TIMEOUT_S = 2           # start-to-close of the activities in the Temporal recovery scene
 
 

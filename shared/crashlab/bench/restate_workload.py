@@ -25,7 +25,7 @@ from restate import InvocationRetryPolicy
 
 from crashlab.bench.common import ENV_RESTATE_ADMIN, ENV_RESTATE_INGRESS, BenchError
 from crashlab.bench.workloads import _step_body, _Workload
-from crashlab.temporal_server import free_port  # the course's one way to pick a loopback port
+from crashlab.plumbing.ports import free_port  # the course's one way to pick a loopback port
 
 ENDPOINT_FILE = "restate-bench-endpoint.json"
 
@@ -76,7 +76,7 @@ class _Restate(_Workload):
         from hypercorn.asyncio import serve
         from hypercorn.config import Config
 
-        from crashlab.restate_server import register_deployment
+        from crashlab.engines.restate import register_deployment
 
         self.ingress, self.admin = os.environ.get(ENV_RESTATE_INGRESS), os.environ.get(ENV_RESTATE_ADMIN)
         if not self.ingress or not self.admin:

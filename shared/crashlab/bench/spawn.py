@@ -18,6 +18,7 @@ from pathlib import Path
 
 from crashlab.bench.common import (ENGINES, ENV_BLOCK_AT, ENV_DB_URL, ENV_MARKER, ENV_RESTATE_ADMIN, ENV_RESTATE_INGRESS,
                                    ENV_TEMPORAL, BenchError)
+from crashlab.engines.registry import engine_of_variant
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # shared/, as parents[1] was from crashlab/bench.py
 
@@ -98,9 +99,9 @@ def _availability(engine: str) -> str | None:
         if why:
             return why
         try:
-            from crashlab import postgres
+            from crashlab.engines import postgres
         except ImportError:
-            return "crashlab.postgres is not part of this course library, so there is no throwaway PostgreSQL"
+            return "crashlab.engines.postgres is not part of this course library, so there is no throwaway PostgreSQL"
         from crashlab.bench import postgres_available  # the package's, which a test can replace
 
         ok, reason = postgres_available() if postgres_available is not None else postgres.postgres_available()
@@ -110,11 +111,11 @@ def _availability(engine: str) -> str | None:
         if why:
             return why
         try:
-            from crashlab.temporal_server import temporal_binary
+            from crashlab.engines.temporal import temporal_binary
 
             temporal_binary()
         except ImportError:
-            return "crashlab.temporal_server is not part of this course library, so there is no dev server"
+            return "crashlab.engines.temporal is not part of this course library, so there is no dev server"
         except Exception as exc:  # noqa: BLE001 -- the binary is missing: say so in the row
             return f"skipped: {exc}"
         return None
@@ -122,7 +123,7 @@ def _availability(engine: str) -> str | None:
         why = missing("restate", "hypercorn")
         if why:
             return why
-        from crashlab.restate_server import restate_binary
+        from crashlab.engines.restate import restate_binary
 
         try:
             restate_binary()
@@ -139,34 +140,22 @@ class _Servers:
     def __init__(self, workdir: Path, stack: contextlib.ExitStack, timeout: float):
         self.workdir, self.stack, self.timeout = workdir, stack, timeout
         self._pg_url: str | None = None
-        self._temporal = None
-        self._restate = None
+        self._served: dict[str, dict[str, str]] = {}  # engine name -> its server's env
 
     def env_for(self, engine: str) -> dict[str, str]:
         if engine == "dbos-postgres":
-            from crashlab.postgres import fresh_database, throwaway_postgres
+            from crashlab.engines.postgres import fresh_database, throwaway_postgres
 
             if self._pg_url is None:
                 self._pg_url = self.stack.enter_context(throwaway_postgres(self.workdir / "pg"))
             return {ENV_DB_URL: fresh_database(self._pg_url, "bench")}
-        if engine == "temporal":
-            if self._temporal is None:
-                from crashlab.temporal_server import TemporalServer
-
-                server = TemporalServer.start(self.workdir / "temporal", port=0, reuse=False, fresh=True,
-                                              timeout=min(60.0, self.timeout))
-                self.stack.callback(server.stop, force=True)
-                self._temporal = server
-            return {ENV_TEMPORAL: self._temporal.address}
-        if engine == "restate":
-            if self._restate is None:
-                from crashlab.restate_server import RestateServer
-
-                server = RestateServer.start(self.workdir / "restate", timeout=min(60.0, self.timeout))
-                self.stack.callback(server.stop)
-                self._restate = server
-            return {ENV_RESTATE_INGRESS: self._restate.ingress_url, ENV_RESTATE_ADMIN: self._restate.admin_url}
-        return {}
+        entry = engine_of_variant(engine)
+        if entry is None or not entry.server:
+            return {}
+        if entry.name not in self._served:
+            self._served[entry.name] = self.stack.enter_context(entry.serve(self.workdir / entry.name,
+                                                                            min(60.0, self.timeout)))
+        return self._served[entry.name]
 
 
 def _measure_engine(engine: str, servers: _Servers, workdir: Path, steps: int, repeats: int,

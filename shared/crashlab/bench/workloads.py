@@ -23,7 +23,7 @@ _executed = 0  # steps run in this process (the recovery scene reports it)
 
 
 def _step_body(i: int) -> int:
-    """What every engine's step does (Temporal's activity too, in :mod:`crashlab.bench_temporal`): count
+    """What every engine's step does (Temporal's activity too, in :mod:`crashlab.bench.temporal_workflow`): count
     itself, and, in the process that is about to be killed, stop dead at the chosen step."""
     global _executed
     _executed += 1
@@ -168,10 +168,10 @@ class _Temporal(_Workload):
         from temporalio.client import Client
         from temporalio.worker import Worker
 
-        from crashlab import bench_temporal
+        from crashlab.bench import temporal_workflow as bench_temporal
 
         with contextlib.suppress(Exception):
-            from crashlab.temporal_server import use_quiet_runtime
+            from crashlab.engines.temporal import use_quiet_runtime
 
             use_quiet_runtime()
         self.bt = bench_temporal

@@ -36,7 +36,7 @@ def plain_python(cell) -> bool:
 
 
 def answer_cell(cell) -> bool:
-    from crashlab.grading.notebooks import is_answer_cell  # here: the student's process imports this module too
+    from crashlab.course.notebooks import is_answer_cell  # here: the student's process imports this module too
 
     return plain_python(cell) and is_answer_cell(cell)
 
@@ -76,7 +76,7 @@ def write_answer_modules(submission, master, workdir: Path) -> list[dict]:
     cell defines (what the checks use) and the ones the student's defines; a cell that does not parse keeps
     the master's, so the check that uses them says why they are missing."""
     from crashlab.grading.isolation import write_new_file
-    from crashlab.grading.notebooks import grade_id
+    from crashlab.course.notebooks import grade_id
 
     master_names = {grade_id(c): defined_names(c.source) for c in master.cells if answer_cell(c)}
     imports = "\n".join(given_imports(master))

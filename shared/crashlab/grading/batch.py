@@ -24,8 +24,8 @@ is rebuilt from the results at the end of every complete run, so a resumed batch
 
 from __future__ import annotations
 
-if __name__ == "__main__":  # the grader's own process: nothing here checks "iri" strings (crashlab.startup)
-    from crashlab.startup import skip_unused_slow_imports
+if __name__ == "__main__":  # the grader's own process: nothing here checks "iri" strings (crashlab.plumbing.startup)
+    from crashlab.plumbing.startup import skip_unused_slow_imports
 
     skip_unused_slow_imports()
 
@@ -47,10 +47,10 @@ from pathlib import Path
 
 
 from crashlab.grading.classroom import exercises
-from crashlab.grading.notebooks import repo_root
+from crashlab.course.notebooks import repo_root
 from crashlab.grading.submissions import lesson_master, masters_by_lesson, notebooks_in, read_own, unreadable
 from crashlab.grading.report import GradingError
-from crashlab.outputs import GRADEBOOK, RESULTS, write_output
+from crashlab.plumbing.outputs import GRADEBOOK, RESULTS, write_output
 
 GRADING_ERROR_EXIT = 2  # the worker's exit status when the file cannot be graded (its content's fault)
 

@@ -24,8 +24,8 @@ import nbformat
 from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import ClearHiddenTests, ClearOutput, ClearSolutions, LockCells
 
-from crashlab.grading.notebooks import is_answer_cell, is_test_cell, repo_root
-from crashlab.outputs import Kind, write_output
+from crashlab.course.notebooks import is_answer_cell, is_test_cell, repo_root
+from crashlab.plumbing.outputs import Kind, write_output
 
 MAY_RAISE_TAG = "raises-exception"
 USES_ANSWERS_TAG = "uses-answers"
@@ -199,3 +199,16 @@ def build_course(solutions: Path | None = None, course: Path | None = None, *, f
             done.left_alone.append((other, f"a build wrote it but solutions/ has no {other.name} (an old "
                                            "lesson's, or a copy of one?); delete it if you do not need it"))
     return done
+
+
+def as_given_to_students(master_cell) -> str:
+    """The source of a master cell as the student notebook shows it: hidden checks removed, nbval comments
+    moved to tags (see :mod:`crashlab.grading.build`)."""
+    import copy
+
+
+    cell, _ = ClearHiddenTests().preprocess_cell(copy.deepcopy(master_cell), {}, 0)
+    cell, _ = MoveNbvalMarkersToTags().preprocess_cell(cell, {}, 0)
+    return cell.source
+
+

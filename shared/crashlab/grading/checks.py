@@ -14,7 +14,7 @@ from pathlib import Path
 from crashlab.grading.answer_cells import write_answer_modules
 from crashlab.grading.isolation import Deadline, Isolation
 from crashlab.grading.references import copy_on_answers, lesson_references
-from crashlab.grading.notebooks import grade_id, is_test_cell, nbgrader_meta, written_files
+from crashlab.course.notebooks import grade_id, is_test_cell, nbgrader_meta, written_files
 from crashlab.grading.report import TestResult
 
 JUDGE_SETUP_TAG = "judge-setup"
@@ -81,12 +81,12 @@ def without_agent_words(problem: str) -> str:
 def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict | None = None,
                        deadline: float | None = None, progress: bool = False) -> TestResult:
     """Score one crash-matrix check on an agent file in ``workdir`` (``needs``: a shared
-    :class:`crashlab.needs.Needs`, so servers such as Temporal start once per grading run). A check with
+    :class:`crashlab.engines.needs.Needs`, so servers such as Temporal start once per grading run). A check with
     ``on_reference_answers`` runs the agent on ``references`` (:mod:`crashlab.grading.references`); one with
     ``fail`` (``"reserve_item"``) runs it through the failure path, every row to end cleanly undone.
     ``deadline`` (``time.monotonic()``): the submission's; the matrix stops there and scores 0, "timed out"."""
     from crashlab.harness import crash_test
-    from crashlab.needs import Needs
+    from crashlab.engines.needs import Needs
 
     if needs is None:
         with Needs(workdir / ".crashlab" / "servers") as own:

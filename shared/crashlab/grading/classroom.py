@@ -19,7 +19,7 @@ from pathlib import Path
 
 import nbformat
 
-from crashlab.grading.notebooks import is_test_cell, lesson_of, nbgrader_meta, repo_root
+from crashlab.course.notebooks import is_test_cell, lesson_of, nbgrader_meta, repo_root
 
 
 def exercises(master: Path) -> list[tuple[str, int]]:

@@ -13,7 +13,7 @@ def execute_in_place(path: Path, timeout: int = 600) -> float:
 
     started = time.time()
     nb = nbformat.read(path, as_version=4)
-    from crashlab.grading.notebooks import QUIET_KERNEL
+    from crashlab.course.notebooks import QUIET_KERNEL
 
     NotebookClient(nb, timeout=timeout, kernel_name="python3", extra_arguments=QUIET_KERNEL,
                    resources={"metadata": {"path": str(path.parent.resolve())}}).execute()

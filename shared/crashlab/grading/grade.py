@@ -3,7 +3,7 @@
 1. Find its master in ``solutions/`` and restore every locked cell from it (an edited or deleted
    given cell comes back as the instructor wrote it).
 2. Run the notebook in a kernel of its own, in a scratch folder -- as an unprivileged sandbox user
-   when grading as root (:mod:`crashlab.sandbox`) -- under one wall-clock deadline. This only
+   when grading as root (:mod:`crashlab.plumbing.sandbox`) -- under one wall-clock deadline. This only
    produces the student's files (agents, modules); the kernel's check cells award nothing.
 3. The judge (:mod:`crashlab.grading.judge`), a fresh trusted process, runs each master check and
    calls the student's functions across a process boundary, getting plain data back.
@@ -28,11 +28,12 @@ from crashlab.answers import answer_files
 from crashlab.grading.checks import judge_checks, score_matrix_check
 from crashlab.grading.references import lesson_references
 from crashlab.grading.isolation import Deadline, Isolation, keep_only_what_the_submission_writes, run_submission
-from crashlab.grading.notebooks import as_given_to_students, grade_id, is_answer_cell, is_locked, is_test_cell, lesson_of, nbgrader_meta, repo_root
+from crashlab.course.notebooks import grade_id, is_answer_cell, is_locked, is_test_cell, lesson_of, nbgrader_meta, repo_root
+from crashlab.grading.build import as_given_to_students
 from crashlab.grading.report import GradeReport, GradingError, TestResult, without_grader_paths, write_results
 from crashlab.grading.submissions import read_notebook
-from crashlab.needs import Needs
-from crashlab.scratch import remove_scratch
+from crashlab.engines.needs import Needs
+from crashlab.plumbing.scratch import remove_scratch
 
 # --- 1. find the master and restore its locked cells --------------------------------------------------------
 def read_submission(path: Path, folder: Path | None = None) -> nbformat.NotebookNode:
@@ -122,7 +123,7 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
     """Grade one submission. ``isolate``: None means "when root"; True insists; False never isolates.
     ``within``: the student's folder, which the notebook must lie in (by default its own folder); it is read
     once, never through a symbolic link, and only that copy is graded. ``json_out`` replaces only a results
-    file (:class:`crashlab.outputs.OutputError` otherwise), or anything with ``force_json``. ``progress``: told
+    file (:class:`crashlab.plumbing.outputs.OutputError` otherwise), or anything with ``force_json``. ``progress``: told
     each stage as it starts (a grading takes minutes on a loaded machine; the CLI prints them), and the crash
     matrices then show a progress bar.
 

@@ -11,8 +11,8 @@ on each of its exercises with the reason, and the file is always written.
 
 from __future__ import annotations
 
-if __name__ == "__main__":  # the grader's own process: nothing here checks "iri" strings (crashlab.startup)
-    from crashlab.startup import skip_unused_slow_imports
+if __name__ == "__main__":  # the grader's own process: nothing here checks "iri" strings (crashlab.plumbing.startup)
+    from crashlab.plumbing.startup import skip_unused_slow_imports
 
     skip_unused_slow_imports()
 
@@ -26,7 +26,7 @@ from crashlab.grading.classroom import exercises
 from crashlab.grading.grade import grade_notebook
 from crashlab.grading.report import GradingError
 from crashlab.grading.submissions import lesson_master, masters_by_lesson, notebooks_in
-from crashlab.outputs import RESULTS, write_output
+from crashlab.plumbing.outputs import RESULTS, write_output
 
 MANIFEST = "grading.json"
 

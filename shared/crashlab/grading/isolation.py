@@ -14,10 +14,10 @@ from pathlib import Path
 
 import nbformat
 
-from crashlab.grading.notebooks import lesson_of
+from crashlab.course.notebooks import lesson_of
 from crashlab.grading.report import GradingError
-from crashlab.sandbox_slot import SandboxSlot
-from crashlab.scratch import remove_scratch
+from crashlab.plumbing.sandbox_slot import SandboxSlot
+from crashlab.plumbing.scratch import remove_scratch
 
 
 def write_new_file(path: Path, text: str) -> None:
@@ -48,7 +48,7 @@ class Isolation:
     """Where the submission's processes run, and how they all die: a sandbox user when root."""
 
     def __init__(self, workdir: Path, want: bool | None, hide: tuple[Path, ...], lesson: str = ""):
-        from crashlab import sandbox as sandboxes
+        from crashlab.plumbing import sandbox as sandboxes
 
         self.workdir = workdir
         self.lesson = lesson
@@ -97,7 +97,7 @@ class Isolation:
 
     def give_lesson_files(self, lessons: list[str], solutions: Path) -> None:
         """A lesson that runs earlier lessons' reference agents gets just those files, not the masters."""
-        from crashlab.grading.notebooks import written_files
+        from crashlab.course.notebooks import written_files
 
         target = self.workdir / "home" / "lesson-files"
         for master in sorted(solutions.glob("*.ipynb")):
@@ -121,7 +121,7 @@ class Isolation:
 
     def env(self, trusted: bool = True) -> dict[str, str]:
         """The environment of a process of the grading run; only trusted ones learn the private folder."""
-        from crashlab import sandbox as sandboxes
+        from crashlab.plumbing import sandbox as sandboxes
 
         kept = ("CRASHLAB_ROOT", "CRASHLAB_TEMPORAL_BIN", "CRASHLAB_RESTATE_BIN")  # where the servers' binaries are
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRASHLAB_") or k in kept}
@@ -141,7 +141,7 @@ class Isolation:
 
     def popen(self, cmd: list[str], **kwargs) -> subprocess.Popen:
         """Start untrusted code: as the sandbox user, in a session of its own, with the caps."""
-        from crashlab import sandbox as sandboxes
+        from crashlab.plumbing import sandbox as sandboxes
 
         demote = self.sandbox.demote if self.sandbox is not None else sandboxes.apply_limits
         return subprocess.Popen(cmd, cwd=self.workdir, env=self.env(trusted=False), start_new_session=True,
@@ -150,7 +150,7 @@ class Isolation:
 
     def kill_everything(self) -> None:
         """Every process the submission started, whatever its session or signal handlers."""
-        from crashlab import sandbox as sandboxes
+        from crashlab.plumbing import sandbox as sandboxes
 
         if self.sandbox is not None:
             self.sandbox.kill_all()
@@ -158,7 +158,7 @@ class Isolation:
             sandboxes.kill_descendants(keep=self._already_running)
 
     def close(self) -> None:
-        from crashlab import sandbox as sandboxes
+        from crashlab.plumbing import sandbox as sandboxes
 
         self.kill_everything()
         if self.slot is not None:
@@ -177,7 +177,8 @@ def keep_only_what_the_submission_writes(nb, master) -> int:
     (the agents and modules the checks use), the answer cells, and whatever the student added or changed.
     The master's own checks and demonstrations award nothing there, so they are blanked: grading is
     faster, and none of them can hang it. Returns how many cells were blanked."""
-    from crashlab.grading.notebooks import as_given_to_students, is_answer_cell
+    from crashlab.course.notebooks import is_answer_cell
+    from crashlab.grading.build import as_given_to_students
 
     # As the master has it, or as the student notebook shows it (nbval comments moved to tags).
     given = {source for cell in master.cells if cell.cell_type == "code" and not is_answer_cell(cell)

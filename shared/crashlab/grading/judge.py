@@ -32,7 +32,7 @@ import time
 import traceback
 from pathlib import Path
 
-from crashlab import sandbox as sandboxes
+from crashlab.plumbing import sandbox as sandboxes
 from crashlab.grading import references
 from crashlab.grading.answer_cells import load_answer_cells, why_undefined
 from crashlab.grading.remote import decode, dumps, encode
@@ -69,7 +69,7 @@ class Subject:
         self._rep, rep_write = os.pipe()
         env = sandboxes.child_env({k: v for k, v in os.environ.items() if k != "CRASHLAB_PRIVATE_DIR"})
         # The earlier lessons' files that the checks run (as their masters write them; see
-        # crashlab.lesson.extract_lesson_files) are not the student's: the process running the student's code
+        # crashlab.lessons.kernel.extract_lesson_files) are not the student's: the process running the student's code
         # does not see them.
         hidden = [os.environ["CRASHLAB_LESSON_FILES"]] if os.environ.get("CRASHLAB_LESSON_FILES") else []
         self._log = open(workdir / ".crashlab-subject.log", "ab")
@@ -354,7 +354,7 @@ class Checks:
         return result
 
     def close(self) -> None:
-        from crashlab.lesson import stop_worlds
+        from crashlab.lessons.kernel import stop_worlds
 
         stop_worlds()
         if "__loop__" in self.namespace:

@@ -22,7 +22,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from crashlab import sandbox as sandboxes
+from crashlab.plumbing import sandbox as sandboxes
 from crashlab.grading.answer_cells import answer_cell
 
 # grade_id -> (file name, text), the file name None for a cell that is not a file: set by the judge from its

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crashlab.outputs import RESULTS, write_output
+from crashlab.plumbing.outputs import RESULTS, write_output
 
 
 class GradingError(RuntimeError):
@@ -96,5 +96,5 @@ def without_grader_paths(text: str, folders: dict[str, str]) -> str:
 
 def write_results(report: GradeReport, target: Path, *, force: bool = False) -> None:
     """Atomically: a reader sees the old file or the whole new one, never a half-written one. An existing
-    file that is not a results file (a notebook, a master) is refused (:mod:`crashlab.outputs`) unless ``force``."""
+    file that is not a results file (a notebook, a master) is refused (:mod:`crashlab.plumbing.outputs`) unless ``force``."""
     write_output(target, json.dumps(report.as_dict(), indent=2) + "\n", RESULTS, force=force)

@@ -22,7 +22,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from crashlab.grading.notebooks import grade_id, is_answer_cell, nbgrader_meta
+from crashlab.course.notebooks import grade_id, is_answer_cell, nbgrader_meta
 
 # The kinds of problem, one per way the registry can be broken.
 UNSTATED_CHECK = "a check tests something no text states"

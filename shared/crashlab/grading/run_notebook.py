@@ -8,8 +8,8 @@ the files the notebook writes -- is untrusted data; no point is awarded from the
 
 from __future__ import annotations
 
-if __name__ == "__main__":  # the grader's own process: nothing here checks "iri" strings (crashlab.startup)
-    from crashlab.startup import skip_unused_slow_imports
+if __name__ == "__main__":  # the grader's own process: nothing here checks "iri" strings (crashlab.plumbing.startup)
+    from crashlab.plumbing.startup import skip_unused_slow_imports
 
     skip_unused_slow_imports()
 
@@ -22,7 +22,7 @@ def main() -> int:
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
 
-    from crashlab.grading.notebooks import QUIET_KERNEL
+    from crashlab.course.notebooks import QUIET_KERNEL
 
     source, cell_timeout, workdir = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     nb = nbformat.read(source, as_version=4)

@@ -34,11 +34,11 @@ from crashlab.grading.build import SKIP_WHEN_GRADING_TAG, USES_ANSWERS_TAG
 from crashlab.grading.checks import score_matrix_check
 from crashlab.grading.grade import read_submission
 from crashlab.grading.isolation import Deadline, Isolation, run_submission
-from crashlab.grading.notebooks import grade_id, is_answer_cell, is_test_cell, lesson_of, nbgrader_meta, repo_root
+from crashlab.course.notebooks import grade_id, is_answer_cell, is_test_cell, lesson_of, nbgrader_meta, repo_root
 from crashlab.grading.report import GradeReport, GradingError, TestResult
-from crashlab.needs import Needs
-from crashlab.notebook import PLACEHOLDER, unwritten
-from crashlab.scratch import remove_scratch
+from crashlab.engines.needs import Needs
+from crashlab.lessons.notebook import PLACEHOLDER, unwritten
+from crashlab.plumbing.scratch import remove_scratch
 
 EXERCISE = re.compile(r"ex(\d+)_")
 ANSWERS_IMPORT = re.compile(r"crashlab\.answers\.lesson(\d\d)")

@@ -15,7 +15,7 @@ import threading
 import traceback
 
 from crashlab.grading.remote import decode, encode
-from crashlab.tracebacks import is_students_file
+from crashlab.plumbing.tracebacks import is_students_file
 
 
 class Subject:
@@ -98,7 +98,7 @@ def class_names(cls: type) -> list[str]:
 
 
 def students_frames(frames) -> list:
-    """The frames of the student's own code (see :mod:`crashlab.tracebacks`)."""
+    """The frames of the student's own code (see :mod:`crashlab.plumbing.tracebacks`)."""
     return [f for f in frames if is_students_file(f.filename)]
 
 

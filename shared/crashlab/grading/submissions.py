@@ -18,7 +18,7 @@ from pathlib import Path
 
 import nbformat
 
-from crashlab.grading.notebooks import lesson_of
+from crashlab.course.notebooks import lesson_of
 from crashlab.grading.report import GradingError
 
 MAX_BYTES = 64 << 20  # a course notebook with its outputs is well under this

@@ -20,9 +20,9 @@ import nbformat
 
 from crashlab.grading.batch import grade_batch
 from crashlab.grading.build import student_version
-from crashlab.grading.notebooks import grade_id, is_answer_cell, lesson_of, repo_root
-from crashlab.outputs import THROUGHPUT, write_output
-from crashlab.scratch import scratch_dir
+from crashlab.course.notebooks import grade_id, is_answer_cell, lesson_of, repo_root
+from crashlab.plumbing.outputs import THROUGHPUT, write_output
+from crashlab.plumbing.scratch import scratch_dir
 
 KINDS = ("master", "stub", "wrong")
 
@@ -67,7 +67,7 @@ class Throughput:
         return "\n".join(lines)
 
     def write_json(self, path: str | Path, *, force: bool = False) -> None:
-        """Atomically; an existing file of another kind is refused (:mod:`crashlab.outputs`) unless ``force``."""
+        """Atomically; an existing file of another kind is refused (:mod:`crashlab.plumbing.outputs`) unless ``force``."""
         write_output(path, json.dumps(asdict(self), indent=1) + "\n", THROUGHPUT, force=force)
 
 

@@ -3,13 +3,13 @@
 For each crash point the harness starts a fresh world, arms the crash point *in the world*, runs
 ``python AGENT.py --order ID`` (which is told nothing), and lets the world kill the whole run -- every process it
 started, whatever session it moved to -- when one of the run's processes makes the request for that point for the
-order under test (:mod:`crashlab.runscope` says how a run is told apart from outside). It then runs the same command again as a brand-new
+order under test (:mod:`crashlab.world.runscope` says how a run is told apart from outside). It then runs the same command again as a brand-new
 process and audits the world's ledgers. Whether a point was reached is what the world saw, once the run's
 first process died of it; a crash point that was never reached is a failure, not a pass.
 
 Whatever an agent does, a row ends: every kill takes the agent's process group and everything it
-started (:mod:`crashlab.processes`), no wait is without a timeout, and every scratch folder the
-harness made is removed when its run ends, also on an error or Ctrl-C (:mod:`crashlab.scratch`).
+started (:mod:`crashlab.plumbing.processes`), no wait is without a timeout, and every scratch folder the
+harness made is removed when its run ends, also on an error or Ctrl-C (:mod:`crashlab.plumbing.scratch`).
 On Ctrl-C (or SIGTERM, in the CLI) the rows under way do not run on to their timeout: their agent
 processes are killed at once, and no row starts another (:class:`crashlab.harness.runs.CrashTestAgents`).
 
@@ -22,9 +22,9 @@ The package, by concern: :mod:`~crashlab.harness.runs` (agent processes, Ctrl-C)
 """
 
 from crashlab.harness.matrix import Matrix, crash_row, crash_test, double_crash_pairs, resolve_points
-from crashlab.harness.runs import ProcessRun, RowsStopped, RunningAgent, run_agent, run_python, start_agent
+from crashlab.harness.runs import CrashTestAgents, ProcessRun, RowsStopped, RunningAgent, run_agent, run_python, start_agent
 from crashlab.harness.verdicts import BASELINE, EXPECTATIONS, FAILURE_EXPECTATIONS, Row, judge
 
 __all__ = ["crash_test", "crash_row", "run_agent", "run_python", "start_agent", "double_crash_pairs", "resolve_points",
            "judge", "Matrix", "Row", "ProcessRun", "RowsStopped", "EXPECTATIONS", "FAILURE_EXPECTATIONS", "BASELINE",
-           "RunningAgent"]
+           "RunningAgent", "CrashTestAgents"]

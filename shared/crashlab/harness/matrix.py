@@ -14,14 +14,14 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from crashlab import sandbox as sandboxes
+from crashlab.plumbing import sandbox as sandboxes
 from crashlab.harness.runs import CrashTestAgents, ProcessRun, RowsStopped, RunningAgent, run_agent, start_agent
 from crashlab.harness.verdicts import BASELINE, EXPECTATIONS, FAILURE_EXPECTATIONS, Row, judge
-from crashlab.launcher import WarmLauncher, kept_launcher
-from crashlab.order import ORDER_ID, TOOL_ORDER, check_crash_point, check_failure, default_points, failure_path, \
-    failure_points
-from crashlab.outputs import MATRIX, write_output
-from crashlab.scratch import remove_scratch
+from crashlab.harness.launcher import WarmLauncher, kept_launcher
+from crashlab.crash_points import check_crash_point, default_points, failure_points
+from crashlab.order import ORDER_ID, TOOL_ORDER, check_failure, failure_path
+from crashlab.plumbing.outputs import MATRIX, write_output
+from crashlab.plumbing.scratch import remove_scratch
 from crashlab.world import World
 
 
@@ -41,7 +41,7 @@ def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect
     - ``resumers``: how many resume processes start at once after the crash (they race);
     - ``then_crash_at``: a second crash point for the first resume (a double crash), then a clean resume;
     - ``faults``: ``(name, times, arg)`` faults armed in the world first, e.g. ``("lost_ack:charge_card", 1, None)``;
-    - ``launcher``: a running :class:`~crashlab.launcher.WarmLauncher`, or None (or ``"exec"``) for a new
+    - ``launcher``: a running :class:`~crashlab.harness.launcher.WarmLauncher`, or None (or ``"exec"``) for a new
       interpreter per process;
     - ``fail``: ``TOOL`` or ``TOOL:REASON``, a step told to fail for good for the order before the first run
       (the failure path: the order must end cleanly undone);
@@ -239,7 +239,7 @@ class Matrix:
     __repr__ = __str__
 
     def write_json(self, path: str | Path, *, force: bool = False) -> None:
-        """Atomically; an existing file other than a matrix is refused (:mod:`crashlab.outputs`) unless ``force``."""
+        """Atomically; an existing file other than a matrix is refused (:mod:`crashlab.plumbing.outputs`) unless ``force``."""
         write_output(path, json.dumps(self.as_dict(), indent=2) + "\n", MATRIX, force=force)
 
 
@@ -255,8 +255,8 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
     ``double`` adds rows with a second crash during the resume (see :func:`double_crash_pairs`);
     ``resumers`` starts that many resume processes at once; ``faults`` are armed in every row's world;
     ``launcher`` is ``"warm"`` (fork from a warm interpreter, with ``preload`` imported: the process keeps one per
-    preload for its later crash tests, :func:`~crashlab.launcher.kept_launcher`), ``"exec"``, or a running
-    :class:`~crashlab.launcher.WarmLauncher` to share between several matrices.
+    preload for its later crash tests, :func:`~crashlab.harness.launcher.kept_launcher`), ``"exec"``, or a running
+    :class:`~crashlab.harness.launcher.WarmLauncher` to share between several matrices.
 
     ``fail`` (``"reserve_item"``, ``"reserve_item:out_of_stock"``, ``"out_of_stock"``) runs the matrix through the
     failure path: that step fails for good for the order in every row, ``"all"`` means the points of the do

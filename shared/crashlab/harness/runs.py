@@ -4,7 +4,7 @@ every process a crash test's rows have running at once (:class:`CrashTestAgents`
 their timeout.
 
 Whatever an agent does, a run ends: every kill takes the agent's process group and everything it started
-(:mod:`crashlab.processes`), and no wait is without a timeout.
+(:mod:`crashlab.plumbing.processes`), and no wait is without a timeout.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from crashlab import processes, sandbox as sandboxes
-from crashlab.launcher import WarmLauncher
+from crashlab.plumbing import processes
+from crashlab.plumbing import sandbox as sandboxes
+from crashlab.harness.launcher import WarmLauncher
 from crashlab.order import ORDER_ID
-from crashlab.runscope import RunScope, run_scope
-from crashlab.scratch import remove_scratch
+from crashlab.world.runscope import RunScope, run_scope
+from crashlab.plumbing.scratch import remove_scratch
 from crashlab.world import World
 
 
@@ -82,15 +83,15 @@ def run_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, cras
     """Run ``python AGENT --order ORDER_ID`` once as a new process, in the agent file's directory.
 
     With ``crash_at`` the world is armed first, for ``order_id`` and this run alone (its processes are marked
-    from outside: :mod:`crashlab.runscope`), and kills the whole run when one of them makes the request for that
+    from outside: :mod:`crashlab.world.runscope`), and kills the whole run when one of them makes the request for that
     point; ``ProcessRun.crashed_at`` then says what the world saw, once the run's first process died of it. With a
-    :class:`~crashlab.launcher.WarmLauncher` the process is forked from a warm interpreter instead of
+    :class:`~crashlab.harness.launcher.WarmLauncher` the process is forked from a warm interpreter instead of
     starting a new one; either way it is a new process that is killed for real.
     """
     if not crash_at:
         return start_agent(agent, world, order_id, extra_env=extra_env, launcher=launcher, args=args).finish(timeout)
     # A crashed run takes every process it started with it, as a machine that crashes does (see
-    # crashlab.sandbox.crash_user): nothing it forked off can finish the order behind the resume's back.
+    # crashlab.plumbing.sandbox.crash_user): nothing it forked off can finish the order behind the resume's back.
     with sandboxes.crash_user(hand_back=(world.agent_dir, Path(agent).resolve().parent)) as row, \
             run_scope(uid=row.uid if row is not None else None) as scope:
         world.arm_crash(crash_at, order_id, scope)
@@ -242,9 +243,9 @@ def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, ex
                 launcher: "WarmLauncher | str | None" = None, args: list[str] | None = None,
                 scope: RunScope | None = None) -> RunningAgent:
     """Start one agent process in a process group of its own (as the sandbox user while grading).
-    ``launcher``: a :class:`~crashlab.launcher.WarmLauncher`, or None (or ``"exec"``) for a new interpreter.
+    ``launcher``: a :class:`~crashlab.harness.launcher.WarmLauncher`, or None (or ``"exec"``) for a new interpreter.
     ``args`` replaces the default command line ``--order ORDER_ID``. ``scope``: the run's mark, which the
-    process takes on before any of the agent's code runs (its cgroup, see :mod:`crashlab.runscope`)."""
+    process takes on before any of the agent's code runs (its cgroup, see :mod:`crashlab.world.runscope`)."""
     agent = Path(agent).resolve()
     argv = [str(a) for a in args] if args is not None else ["--order", order_id]
     env = sandboxes.child_env(world.env(**(extra_env or {})))

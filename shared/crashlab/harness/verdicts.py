@@ -7,20 +7,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from crashlab.audit import Audit, Event
+from crashlab.world.audit import Audit, Event
 from crashlab.harness.runs import ProcessRun
+from crashlab.crash_points import ALLOWED_REPEAT, allowed_repeats
 from crashlab.order import TOOL_ORDER, check_failure, failure_path
 
 # What a correct agent must show at each crash point, by name.
 EXPECTATIONS = {
-    "durable": "0 duplicates, finished, no repeated model call except one at after:model#N",
-    "no-repeats": "finished, no repeated model call except one at after:model#N (duplicates allowed)",
+    "durable": f"0 duplicates, finished, no repeated model call except {ALLOWED_REPEAT}",
+    "no-repeats": f"finished, no repeated model call except {ALLOWED_REPEAT} (duplicates allowed)",
     "observe": "no verdict: report what happens",
 }
 # The same, through the failure path: the order is to end cleanly undone, not finished.
 FAILURE_EXPECTATIONS = {
-    "durable": "0 duplicates, cleanly undone, no repeated model call except one at after:model#N",
-    "no-repeats": "cleanly undone, no repeated model call except one at after:model#N (duplicates allowed)",
+    "durable": f"0 duplicates, cleanly undone, no repeated model call except {ALLOWED_REPEAT}",
+    "no-repeats": f"cleanly undone, no repeated model call except {ALLOWED_REPEAT} (duplicates allowed)",
     "observe": "no verdict: report what happens",
 }
 BASELINE = "(no crash)"
@@ -71,7 +72,7 @@ def judge(point: str, audit: Audit, reached: bool, last: ProcessRun | None, expe
         problems.append(f"{point}: {which} failed ({last.last_error_line()})")
     if expect == "observe":
         return problems
-    allowed = 1 if point.startswith("after:model#") else 0
+    allowed = allowed_repeats(point)
     if audit.repeated_model_calls > allowed:
         problems.append(f"{point}: {audit.repeated_model_calls} repeated model call(s) -- the model was asked "
                         f"again for an answer that was already recorded" + (" (1 is the unavoidable window here)"

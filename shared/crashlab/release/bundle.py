@@ -25,8 +25,8 @@ from pathlib import Path
 import nbformat
 
 from crashlab.grading.gradescope import MANIFEST
-from crashlab.grading.notebooks import lesson_of, repo_root
-from crashlab.outputs import BUNDLE, ENCRYPTED_BUNDLE, check_replaceable, replace_with
+from crashlab.course.notebooks import lesson_of, repo_root
+from crashlab.plumbing.outputs import BUNDLE, ENCRYPTED_BUNDLE, check_replaceable, replace_with
 from crashlab.release.files import TEMPLATES, library_files
 
 BUNDLE_README = """# Grading bundle -- instructors only
@@ -63,7 +63,7 @@ def _add(archive: zipfile.ZipFile, name: str, data: bytes, executable: bool = Fa
 def build_autograder(out: Path, notebooks: list[str] | None = None, root: Path | None = None, *,
                      force: bool = False) -> list[Path]:
     """Write the bundle to ``out`` (atomically); returns the masters it grades. An existing ``out`` that is not
-    a bundle is refused (:class:`crashlab.outputs.OutputError`) unless ``force``."""
+    a bundle is refused (:class:`crashlab.plumbing.outputs.OutputError`) unless ``force``."""
     root = root or repo_root()
     graded, carried = masters_for(notebooks, root / "solutions")
     check_replaceable(out, BUNDLE, force=force)

@@ -32,7 +32,7 @@ import nbformat
 
 from crashlab.grading.build import build_course
 from crashlab.grading.classroom import BUNDLE_DIR, workflow
-from crashlab.grading.notebooks import lesson_of, repo_root, written_files
+from crashlab.course.notebooks import lesson_of, repo_root, written_files
 from crashlab.grading.selfcheck import ANSWERS_IMPORT
 from crashlab.release.files import TEMPLATES, library_files
 

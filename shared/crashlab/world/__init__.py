@@ -18,22 +18,17 @@ import threading
 import time
 from pathlib import Path
 
+from crashlab.envnames import ENV_MODEL_URL, ENV_PRIVATE_DIR, ENV_SERVICES_URL, ENV_STATE_DIR
 from crashlab.order import ORDER_ID, check_order_id
-from crashlab.processes import kill_group, kill_groups, read_line, signal_group
-from crashlab.sandbox import give
-from crashlab.scratch import remove_scratch
+from crashlab.plumbing.processes import kill_group, kill_groups, read_line, signal_group
+from crashlab.plumbing.sandbox import give
+from crashlab.plumbing.scratch import remove_scratch
 from crashlab.world.errors import WorldError
 from crashlab.world.folder import AGENT_DIR, LEDGERS, LOG_FILE, READY_FILE, empty_world_folder, take_folder
 from crashlab.world.ledger import LedgerError
 
 KEY_LEASE = 5.0  # seconds an idempotency key stays in flight before a retry may take it over
 
-# Environment variables an agent process reads. The harness and World.env() set them.
-ENV_MODEL_URL = "CRASHLAB_MODEL_URL"
-ENV_SERVICES_URL = "CRASHLAB_SERVICES_URL"
-ENV_STATE_DIR = "CRASHLAB_STATE_DIR"
-# Set by the grader: a folder only trusted processes can read, where worlds keep their ledgers.
-ENV_PRIVATE_DIR = "CRASHLAB_PRIVATE_DIR"
 
 
 def _is_seconds(arg) -> bool:
@@ -282,12 +277,12 @@ class World:
         return reply.json()
 
     def arm_crash(self, point: str | None, order_id: str = ORDER_ID, run=None) -> None:
-        """Tell the world to kill ``run`` (a :class:`crashlab.runscope.RunScope`) when one of its processes makes
+        """Tell the world to kill ``run`` (a :class:`crashlab.world.runscope.RunScope`) when one of its processes makes
         the request for ``point`` for ``order_id`` (see :mod:`crashlab.world.crashes`); ``point=None`` disarms."""
         if point is not None:
             _check_order_id("arm_crash", order_id)
             if run is None:
-                raise ValueError("arm_crash needs the run (a crashlab.runscope.RunScope) that may reach the point")
+                raise ValueError("arm_crash needs the run (a crashlab.world.runscope.RunScope) that may reach the point")
         self._admin("POST", "crash", json={"point": point, "order_id": order_id, "run": run and run.as_json()})
 
     def crash_run_started(self, pid: int) -> None:
@@ -377,7 +372,7 @@ class World:
     def audit(self, order_id: str = ORDER_ID):
         """What the world saw for ``order_id``: effects, duplicates, model calls, repeats. Asked of the
         running world through its admin API; read from the ledger files once it has stopped."""
-        from crashlab.audit import Audit, audit
+        from crashlab.world.audit import Audit, audit
 
         if self._token and not self._stopped:
             return Audit.from_json(self._admin("GET", "audit", params={"order_id": order_id}))

@@ -2,7 +2,7 @@
 
 The harness arms one crash point (``before:OP`` or ``after:OP``; OP is ``model#N`` or a tool name) through the
 world's admin API, together with the order under test and the run it is starting (a
-:class:`crashlab.runscope.RunScope`). The agent is told nothing. When the world sees the request for OP:
+:class:`crashlab.world.runscope.RunScope`). The agent is told nothing. When the world sees the request for OP:
 
 - ``before:OP`` -- on the request's arrival, before anything commits;
 - ``after:OP``  -- once the effect is committed (or the model's answer computed and logged), before the
@@ -27,8 +27,8 @@ import threading
 import time
 from pathlib import Path
 
-from crashlab.processes import holders
-from crashlab.runscope import RunScope
+from crashlab.plumbing.processes import holders
+from crashlab.world.runscope import RunScope
 
 LEADER_WAIT = 10.0  # seconds a request may wait for the harness to name a run's first process (tree scopes)
 

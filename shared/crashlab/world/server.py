@@ -23,7 +23,7 @@ from pathlib import Path
 
 from crashlab.order import ORDER_ID_PATTERN, FAILURE_REASONS
 from crashlab.world import ledger, policy
-from crashlab.runscope import RunScope
+from crashlab.world.runscope import RunScope
 from crashlab.world.crashes import CrashPlan, Requester
 from crashlab.world.faults import Faults
 from crashlab.world.services import SERVICES, ServiceRoutes, error_body
@@ -102,7 +102,7 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
         elif path == "/_admin/audit":
             from urllib.parse import parse_qs
 
-            from crashlab.audit import audit
+            from crashlab.world.audit import audit
 
             order_id = (parse_qs(query).get("order_id") or [""])[0]
             try:

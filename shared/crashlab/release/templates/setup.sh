@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 UV_VERSION=0.13.9
-RESTATE_VERSION=1.7.12  # the same pin as the course's Makefile and crashlab.restate_server.RESTATE_VERSION
+RESTATE_VERSION=1.7.12  # the same pin as the course's Makefile and crashlab.engines.restate.RESTATE_VERSION
 
 # Python 3.11: $CRASHLAB_PYTHON, python3.11 on the PATH, or the distribution's package (Ubuntu 22.04).
 PY=${CRASHLAB_PYTHON:-$(command -v python3.11 || true)}
@@ -25,7 +25,7 @@ fi
 .venv/bin/python -m compileall -q shared
 .venv/bin/python -m ipykernel install --sys-prefix --name python3 > /dev/null
 
-# The Restate lesson's server: a binary in an npm package, where crashlab.restate_server looks for it. Gradescope's
+# The Restate lesson's server: a binary in an npm package, where crashlab.engines.restate looks for it. Gradescope's
 # base images are Ubuntu without Node.js: npm comes from the distribution (any npm will do: it only unpacks the
 # package, running no install script).
 if ! command -v npm > /dev/null && command -v apt-get > /dev/null; then

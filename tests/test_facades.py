@@ -1,0 +1,81 @@
+"""The library's three faces, pinned: what a program (``crashlab``), an agent file (``crashlab.agent``) and a
+lesson notebook (``crashlab.lessons``) may import. A name added or removed here is a change to the course's
+public interface, made on purpose; and the masters and their agent files import through their own face only,
+so that moving a module inside the library never touches a notebook."""
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import crashlab
+import crashlab.agent
+import crashlab.lessons
+
+ROOT = Path(__file__).resolve().parents[1]
+MASTERS = sorted((ROOT / "solutions").glob("*.ipynb"))
+
+PROGRAMS = ["AMOUNT", "ORDER_ID", "SKU", "World", "order_task"]
+AGENT = [
+    "ALL_TOOL_SCHEMAS", "AMOUNT", "AgentError", "COMPENSATION_TOOLS", "CallFailed", "CorruptLogError",
+    "MAX_TOKENS", "MODEL", "MODEL_TIMEOUT", "MalformedToolCall", "ModelCallFailed", "ModelClient",
+    "ONE_TOOL_PER_TURN", "ORDER_ID", "RestateUnavailable", "SKU", "TOOLS", "TOOLS_WITH_UNDO", "TOOL_TIMEOUT",
+    "TemporalUnavailable", "ToolCallFailed", "UNDO_TOOLS", "WorldNotRunning", "agent_main", "append_event",
+    "attach", "call_handler", "call_tool", "charge_card", "connect", "content_to_dicts", "endpoint_for",
+    "first_tool_use", "invocation_row", "journal_names", "list_charges", "model_client", "namespace_for",
+    "order_details", "order_lock", "order_task", "read_events", "real_api_enabled", "refund_charge",
+    "release_item", "reserve_item", "resolve_awakeable", "restate_urls", "run_logged_order",
+    "send_cancellation", "send_confirmation", "serve_endpoint", "state_dir", "stuck_reason", "temporal_address",
+    "tool_error_message", "tool_result_message", "undo_request", "undo_steps", "undo_task", "use_quiet_runtime",
+    "validate_tool_call", "warm_up_sdk"
+]
+LESSONS = [
+    "AMOUNT", "AgentError", "BASELINE", "CrashTestAgents", "MAX_TOKENS", "MODEL", "Matrix", "Needs", "ORDER_ID",
+    "RestateServer", "RestateServerError", "RunningAgent", "SKU", "TOOLS", "TOOLS_WITH_UNDO", "TemporalServer",
+    "TemporalServerError", "ToolCallFailed", "UNDO_TOOLS", "WarmLauncher", "World", "admin_sql", "agent_main",
+    "call_handler", "call_tool", "charge_card", "connect", "crash_row", "crash_test", "double_crash_pairs",
+    "extract_lesson_files", "failure_words", "finish", "first_tool_use", "free_port", "fresh_database",
+    "fresh_world", "interview", "invocation_row", "journal_entry_types", "list_charges", "matrix_heatmap",
+    "model_client", "namespace_for", "needs_exercise", "on_reference_answers", "order_details", "order_task",
+    "postgres_available", "reference_matrices", "reference_value", "remove_scratch", "replay_verdict",
+    "reserve_item", "resolve_awakeable", "restate_lesson", "run_agent", "run_benchmark", "run_python",
+    "seconds_per_step", "send_confirmation", "show_log", "show_run", "start_agent", "state_dir", "step_result",
+    "stop_worlds", "terminal_summary", "throwaway_postgres", "timeline", "undo_steps", "use_quiet_runtime",
+    "variant", "work_in_lesson_folder", "world_service"
+]
+
+
+@pytest.mark.parametrize("module, expected", [(crashlab, PROGRAMS), (crashlab.agent, AGENT),
+                                              (crashlab.lessons, LESSONS)], ids=["crashlab", "agent", "lessons"])
+def test_each_face_exports_exactly_its_names_and_each_resolves(module, expected):
+    assert sorted(module.__all__) == sorted(expected)
+    unresolved = [name for name in module.__all__ if getattr(module, name, None) is None]
+    assert not unresolved, f"{module.__name__} names {unresolved} but cannot import them"
+
+
+def _imports(source: str) -> list[str]:
+    """The crashlab modules a piece of Python imports from (cell magics and shell lines dropped)."""
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+    found = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "crashlab":
+            found.append(node.module)
+        elif isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if alias.name.split(".")[0] == "crashlab"]
+    return found
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.stem)
+def test_a_master_imports_the_lessons_face_and_its_agent_files_the_agent_face(master):
+    wrong = []
+    for cell in json.loads(master.read_text())["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        source = "".join(cell["source"])
+        agent_file = re.match(r"\s*%%writefile", source) is not None
+        face = "crashlab.agent" if agent_file else "crashlab.lessons"
+        wrong += [(face, module) for module in _imports(source) if module != face]
+    assert not wrong, f"{master.name} imports past its face: {sorted(set(wrong))}"
+
