@@ -34,16 +34,16 @@ AGENT = [
 LESSONS = [
     "AMOUNT", "AgentError", "BASELINE", "CrashTestAgents", "MAX_TOKENS", "MODEL", "Matrix", "Needs", "ORDER_ID",
     "RestateServer", "RestateServerError", "RunningAgent", "SKU", "TOOLS", "TOOLS_WITH_UNDO", "TemporalServer",
-    "TemporalServerError", "ToolCallFailed", "UNDO_TOOLS", "WarmLauncher", "World", "agent_main", "call_tool",
-    "charge_card", "connect", "crash_row", "crash_test", "double_crash_pairs", "extract_lesson_files",
-    "failure_words", "finish", "first_tool_use", "free_port", "fresh_database", "fresh_world", "interview",
-    "invocation_row", "journal_entry_types", "list_charges", "matrix_heatmap", "model_client", "namespace_for",
-    "needs_exercise", "on_reference_answers", "order_details", "order_task", "postgres_available",
-    "reference_matrices", "reference_value", "remove_scratch", "replay_verdict", "reserve_item",
-    "resolve_awakeable", "restate_lesson", "run_agent", "run_benchmark", "run_python", "seconds_per_step",
-    "send_confirmation", "show_log", "show_run", "start_agent", "state_dir", "stop_worlds", "terminal_summary",
-    "throwaway_postgres", "timeline", "undo_steps", "use_quiet_runtime", "variant", "work_in_lesson_folder",
-    "world_service"
+    "TemporalServerError", "ToolCallFailed", "UNDO_TOOLS", "WarmLauncher", "World", "admin_sql", "agent_main",
+    "call_handler", "call_tool", "charge_card", "connect", "crash_row", "crash_test", "double_crash_pairs",
+    "extract_lesson_files", "failure_words", "finish", "first_tool_use", "free_port", "fresh_database",
+    "fresh_world", "interview", "invocation_row", "journal_entry_types", "list_charges", "matrix_heatmap",
+    "model_client", "namespace_for", "needs_exercise", "on_reference_answers", "order_details", "order_task",
+    "postgres_available", "reference_matrices", "reference_value", "remove_scratch", "replay_verdict",
+    "reserve_item", "resolve_awakeable", "restate_lesson", "run_agent", "run_benchmark", "run_python",
+    "seconds_per_step", "send_confirmation", "show_log", "show_run", "start_agent", "state_dir", "step_result",
+    "stop_worlds", "terminal_summary", "throwaway_postgres", "timeline", "undo_steps", "use_quiet_runtime",
+    "variant", "work_in_lesson_folder", "world_service"
 ]
 
 

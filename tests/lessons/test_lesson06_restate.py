@@ -115,3 +115,42 @@ def test_a_key_without_the_turn_loses_the_handler_checks():
 def test_a_key_spelled_otherwise_passes_the_handler_checks(key):
     result = judge_only(MASTER.name, "ex2_handler", KEY, key, "ex2_handler_checks")
     assert result.score == result.max_score, result.output
+
+
+PROBE_4XX = """
+import json
+import sys
+from restate import TerminalError
+from order_steps import ask_model
+from crashlab.agent import ModelCallFailed
+for messages in json.loads(sys.argv[1]):
+    try:
+        ask_model(messages)
+        print("answered")
+    except TerminalError as exc:
+        print("terminal", exc.status_code)
+    except ModelCallFailed as exc:
+        print("retryable" if exc.retryable else "not terminal", exc.status)
+"""
+
+
+def test_a_model_4xx_fails_the_step_for_good_and_a_5xx_is_retried(lesson_files):
+    """Restate retries every exception but a TerminalError, with no limit under the lesson's RunOptions: a 400 from
+    the model (a malformed conversation) would be sent again for ever. A 5xx must stay an ordinary error, so that
+    Restate does retry it."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from crashlab.world import World
+
+    folder, _ = lesson_files
+    outcomes = []
+    with World.start(folder / "world") as world:
+        for messages in ([], [{"role": "user", "content": "Process order ORD-8842."}]):  # a 400; then a 529
+            probe = subprocess.run([sys.executable, "-c", PROBE_4XX, json.dumps([messages])], cwd=folder, text=True,
+                                   capture_output=True, env={**os.environ, **world.env()}, timeout=60)
+            outcomes.append(probe.stdout.strip() or probe.stderr[-2000:])
+            world.flaky(30, status=503, model_status=529)
+    assert outcomes == ["terminal 400", "retryable 529"], outcomes

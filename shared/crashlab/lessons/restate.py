@@ -65,6 +65,21 @@ def journal_entry_types(admin_url: str, invocation_id: str) -> list[str]:
     return [str(row.get("entry_type", "")) for row in rows]
 
 
+def step_result(admin_url: str, invocation_id: str, name: str):
+    """The result the journal holds for the ``ctx.run`` step called ``name`` (its first one), decoded from JSON; None
+    if the step has no result there. What a replay of the handler gets back, whichever attempt wrote it."""
+    rows = admin_sql(admin_url, f"SELECT index, entry_json FROM sys_journal WHERE id = '{sql_quoted(invocation_id)}' "
+                                "ORDER BY index")
+    entries = [json.loads(row.get("entry_json") or "{}") for row in rows]
+    runs = [entry["Command"]["Run"] for entry in entries if "Run" in entry.get("Command", {})]
+    wanted = next((run["completion_id"] for run in runs if run.get("name") == name), None)
+    for entry in entries:
+        done = entry.get("Notification", {}).get("Completion", {}).get("Run", {})
+        if wanted is not None and done.get("completion_id") == wanted and "Success" in done.get("result", {}):
+            return json.loads(bytes(done["result"]["Success"]))
+    return None
+
+
 def last_line(text: str, limit: int = 300) -> str:
     """The last non-empty line of a process's output, cut at ``limit`` characters."""
     lines = text.strip().splitlines()
@@ -132,4 +147,4 @@ def variant(name: str, *edits: tuple[str, str], source: str = "restate_order.py"
 
 
 __all__ = ["SERVICE_NAME", "world_service", "object_state", "order_invocations", "steps_of", "journal_entry_types",
-           "last_line", "wait_for_status", "finish", "run_steps", "variant", "STEP_PROBE"]
+           "step_result", "last_line", "wait_for_status", "finish", "run_steps", "variant", "STEP_PROBE"]
