@@ -226,6 +226,9 @@ def test_a_step_fails_for_good_for_one_order_only_and_is_not_retryable(services)
     assert agent.reserve_item("ORD-101", "SKU-772", idempotency_key="ORD-101:2b")["status"] == "succeeded"
     assert world.audit("ORD-101").counts == {"charge": 1, "reservation": 1, "confirmation": 0}
     assert [c["amount"] for c in agent.list_charges("ORD-101")] == [49.99] and agent.list_charges("ORD-9") == []
+    # what a saga reads before it undoes a step whose outcome it never heard: the reservation the failure did not make
+    assert [r["sku"] for r in agent.list_reservations("ORD-101")] == ["SKU-772"]
+    assert agent.list_reservations("ORD-9") == [] and agent.list_reservations("ORD-102")[0]["object"] == "reservation"
 
 
 def test_bad_failures_and_key_lifetimes_are_one_line_errors(world):

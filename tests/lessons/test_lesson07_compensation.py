@@ -94,8 +94,10 @@ def compensate(order_id, step, attempts=5):
             time.sleep(0.05 * 2 ** attempt)
 '''
 
-WRONG_EXCEPT = ("        if not exc.permanent:\n            raise\n        for step in undo_steps(done):",
-                "        for step in undo_steps(done):  # wrong: any failure undoes the order")
+WRONG_EXCEPT = ("        for step in undo_steps(done):\n",
+                "        if isinstance(exc, ToolCallFailed) and not exc.permanent:\n"
+                "            raise  # wrong: a 400 leaves the order in ERROR with the money taken\n"
+                "        for step in undo_steps(done):\n")
 
 WRONG_CHARGE_ONCE = '''%%writefile charge_once.py
 from crashlab.agent import charge_card, list_charges
@@ -111,8 +113,8 @@ def charge_once(order_id, amount, key):
 
 def test_subtly_wrong_answers_lose_their_exercises_points_only(tmp_path):
     """Three answers that pass their visible checks and the crash matrices: a compensation that retries a 400,
-    a workflow that undoes the order on a failure that is not permanent, a lookup that takes a charge of another
-    amount. The hidden checks catch each; the matrices keep their points."""
+    a workflow that leaves an order refused with a 400 in ERROR with the money taken, a lookup that takes a charge
+    of another amount. The hidden checks catch each; the matrices keep their points."""
     nb = nbformat.read(MASTER, as_version=4)
     cells = {grade_id(c): c for c in nb.cells if grade_id(c)}
     cells["ex1_undo"].source = WRONG_UNDO

@@ -26,7 +26,8 @@ from crashlab.agent.model import (MAX_TOKENS, MODEL, MODEL_TIMEOUT, ONE_TOOL_PER
                                   first_tool_use, model_client, real_api_enabled, tool_error_message,
                                   tool_result_message, warm_up_sdk)
 from crashlab.agent.run import agent_main
-from crashlab.agent.tools import (TOOL_TIMEOUT, call_tool, charge_card, list_charges, refund_charge, release_item,
+from crashlab.agent.tools import (TOOL_TIMEOUT, call_tool, charge_card, list_charges, list_reservations,
+                                  refund_charge, release_item,
                                   reserve_item, send_cancellation, send_confirmation, validate_tool_call)
 from crashlab.envnames import state_dir
 from crashlab.errors import (AgentError, CallFailed, MalformedToolCall, ModelCallFailed, ToolCallFailed,
@@ -56,7 +57,8 @@ __getattr__, __dir__ = lazy_exports(globals(), _ON_DEMAND)
 __all__ = ["ALL_TOOL_SCHEMAS", "AMOUNT", "COMPENSATION_TOOLS", "MAX_TOKENS", "MODEL", "MODEL_TIMEOUT", "ONE_TOOL_PER_TURN",
            "ORDER_ID", "SKU", "TOOLS", "TOOLS_WITH_UNDO", "TOOL_TIMEOUT", "UNDO_TOOLS", "AgentError", "CallFailed",
            "MalformedToolCall", "ModelCallFailed", "ModelClient", "ToolCallFailed", "WorldNotRunning", "agent_main",
-           "call_tool", "charge_card", "content_to_dicts", "first_tool_use", "list_charges", "model_client",
+           "call_tool", "charge_card", "content_to_dicts", "first_tool_use", "list_charges", "list_reservations",
+           "model_client",
            "order_details", "order_task", "real_api_enabled", "refund_charge", "release_item", "reserve_item",
            "send_cancellation", "send_confirmation", "state_dir", "tool_error_message", "tool_result_message",
            "undo_request", "undo_steps", "undo_task", "validate_tool_call", "warm_up_sdk", *_ON_DEMAND]

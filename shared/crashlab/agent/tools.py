@@ -130,24 +130,33 @@ def list_charges(order_id: str) -> list[dict]:
     """The charges the payment service holds for ``order_id``, oldest first (each with its ``id`` and
     ``amount``): how to find out whether an order was charged without relying on an idempotency key, which
     the provider forgets after its lifetime. A read: no effect, no key."""
+    return _list_effects("/payments/charges", "charges", order_id)
+
+
+def list_reservations(order_id: str) -> list[dict]:
+    """The reservations the inventory service holds for ``order_id``, oldest first (each with its ``id`` and
+    ``sku``): how a saga that never heard whether a reservation happened finds out whether there is one to
+    release. A read: no effect, no key."""
+    return _list_effects("/inventory/reservations", "reservations", order_id)
+
+
+def _list_effects(path: str, what: str, order_id: str) -> list[dict]:
     base = os.environ.get(ENV_SERVICES_URL)
     if not base:
         raise WorldNotRunning(f"{ENV_SERVICES_URL} is not set, so there are no services to call; {HOW_TO_START}")
     try:
-        reply = httpx.get(base + "/payments/charges", params={"order_id": order_id}, timeout=TOOL_TIMEOUT,
+        reply = httpx.get(base + path, params={"order_id": order_id}, timeout=TOOL_TIMEOUT,
                           headers={"X-Crashlab-Pid": str(os.getpid())}, verify=TLS)
     except (httpx.ConnectError, httpx.ConnectTimeout):
         raise WorldNotRunning(f"cannot reach the services at {base}; {HOW_TO_START}") from None
     except httpx.HTTPError as exc:
-        raise ToolCallFailed(f"list charges: no reply from the service ({type(exc).__name__})") from None
+        raise ToolCallFailed(f"list {what}: no reply from the service ({type(exc).__name__})") from None
     if reply.status_code != 200:
-        raise ToolCallFailed(f"list charges: the service answered {reply.status_code} ({one_line(reply.text)})",
+        raise ToolCallFailed(f"list {what}: the service answered {reply.status_code} ({one_line(reply.text)})",
                              reply.status_code)
     return reply.json()["data"]
 
 
-# --- the process ---------------------------------------------------------------------------------------
-
-
-__all__ = ["SERVICE_PATHS", "TOOL_TIMEOUT", "call_tool", "charge_card", "list_charges", "refund_charge",
+__all__ = ["SERVICE_PATHS", "TOOL_TIMEOUT", "call_tool", "charge_card", "list_charges", "list_reservations",
+           "refund_charge",
            "release_item", "reserve_item", "send_cancellation", "send_confirmation", "validate_tool_call"]

@@ -17,7 +17,7 @@ _ON_DEMAND = {
     # the crash harness
     **dict.fromkeys(["BASELINE", "CrashTestAgents", "Matrix", "RunningAgent", "crash_row", "crash_test",
                      "double_crash_pairs", "run_agent", "run_python", "start_agent"], _HARNESS),
-    "WarmLauncher": "crashlab.harness.launcher",
+    **dict.fromkeys(["WarmLauncher", "kept_launcher"], "crashlab.harness.launcher"),
     # the world, the order, and the agent's own clients (a lesson calls a tool by hand, or reads a reply)
     "World": "crashlab.world",
     **dict.fromkeys(["AMOUNT", "ORDER_ID", "SKU", "TOOLS", "TOOLS_WITH_UNDO", "UNDO_TOOLS", "order_details",

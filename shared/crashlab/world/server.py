@@ -99,6 +99,8 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
             self._send(200, {"failures": self.server.faults.failures()})  # type: ignore[attr-defined]
         elif path == "/payments/charges":
             self._list_charges(query)
+        elif path == "/inventory/reservations":
+            self._list_reservations(query)
         elif path == "/_admin/audit":
             from urllib.parse import parse_qs
 

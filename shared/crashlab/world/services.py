@@ -148,19 +148,27 @@ class ServiceRoutes:
     def _list_charges(self, query: str) -> None:
         """``GET /payments/charges?order_id=ORD-…``: the order's charges, oldest first, as Stripe lists them --
         how an agent that lost its key (or outlived its lifetime) finds out whether it charged already."""
+        self._list_effects(query, "payments", "charge")
+
+    def _list_reservations(self, query: str) -> None:
+        """``GET /inventory/reservations?order_id=ORD-…``: the order's reservations, oldest first -- how a saga
+        that never heard whether a reservation happened finds out whether there is one to release."""
+        self._list_effects(query, "inventory", "reservation")
+
+    def _list_effects(self, query: str, ledger_name: str, kind: str) -> None:
         order_id = (parse_qs(query).get("order_id") or [""])[0]
         if not order_id:
-            self._error(400, "invalid_request_error", "list charges: the order_id query parameter is required")
+            self._error(400, "invalid_request_error", f"list {kind}s: the order_id query parameter is required")
             return
-        if self._flaky(model=False, what="list charges"):
+        if self._flaky(model=False, what=f"list {kind}s"):
             return
-        conn = ledger.connect(self.state_dir / ledger.SERVICE_LEDGERS["payments"])
+        conn = ledger.connect(self.state_dir / ledger.SERVICE_LEDGERS[ledger_name])
         try:
-            rows = conn.execute("SELECT id, params, at FROM effects WHERE kind = 'charge' AND order_id = ?"
-                                " ORDER BY seq", (order_id,)).fetchall()
+            rows = conn.execute("SELECT id, params, at FROM effects WHERE kind = ? AND order_id = ?"
+                                " ORDER BY seq", (kind, order_id)).fetchall()
         finally:
             conn.close()
-        data = [{"id": row["id"], "object": "charge", **json.loads(row["params"]), "status": "succeeded",
+        data = [{"id": row["id"], "object": kind, **json.loads(row["params"]), "status": "succeeded",
                  "created": row["at"]} for row in rows]
         self._send(200, {"object": "list", "data": data})
 
