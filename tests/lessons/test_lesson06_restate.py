@@ -15,11 +15,11 @@ import pytest
 
 from crashlab.grading.grade import grade_notebook, score_matrix_check
 from crashlab.course.notebooks import grade_id
-from master_files import judge_only, replace_in as replace, write_master_files
-from restate_or_skip import restate_or_skip
+from master_files import judge_only, replace_in as replace
 
 ROOT = Path(__file__).resolve().parents[2]
 MASTER = ROOT / "solutions" / "06_restate.ipynb"
+pytestmark = pytest.mark.needs_restate
 MODEL_STEP = 'await ctx.run_typed(f"model#{turn}", ask_model, STEP, messages=messages)'
 TOOL_STEP = 'await ctx.run_typed(call["name"], run_tool, STEP, name=call["name"], args=call["input"], key=key)'
 KEY = """key = f"{ctx.request().id}/{turn}/{call['name']}\""""
@@ -28,17 +28,6 @@ NO_TURN_KEY = """key = f"{ctx.request().id}/{call['name']}\""""
 # Right keys spelled otherwise: Restate's deterministic uuid (the text names it), the model's tool_use id (journaled
 # with the model's reply, so a replay sees the same one).
 OTHER_RIGHT_KEYS = {"ctx.uuid()": "key = str(ctx.uuid())", "the tool_use id": 'key = call["id"]'}
-
-
-@pytest.fixture(autouse=True)
-def _restate_or_skip():
-    restate_or_skip()
-
-
-@pytest.fixture
-def lesson_files(tmp_path):
-    """The files the master notebook writes, in a scratch folder."""
-    return tmp_path, write_master_files(MASTER, tmp_path)
 
 
 def matrix_check(nb, points: list[str]) -> dict:

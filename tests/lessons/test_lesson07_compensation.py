@@ -9,20 +9,13 @@ the hidden checks catching each, while the crash matrices, which those mistakes 
 from pathlib import Path
 
 import nbformat
-import pytest
 
 from crashlab.grading.grade import grade_notebook, score_matrix_check
 from crashlab.course.notebooks import grade_id
-from master_files import replace_in as replace, write_master_files
+from master_files import replace_in as replace
 
 ROOT = Path(__file__).resolve().parents[2]
 MASTER = ROOT / "solutions" / "07_compensation.ipynb"
-
-
-@pytest.fixture
-def lesson_files(tmp_path):
-    """The files the master notebook writes, in a scratch folder."""
-    return tmp_path, write_master_files(MASTER, tmp_path)
 
 
 def matrix_check(nb, name: str, points: list[str]) -> dict:
