@@ -10,7 +10,7 @@ NBVAL_SANITIZE := tests/nbval-sanitize.cfg
 NBGRADER_SERVER_EXTENSIONS := $(addprefix nbgrader.server_extensions.,formgrader validate_assignment assignment_list course_list)
 LAB_ANNOUNCEMENTS := @jupyterlab/apputils-extension:announcements
 UV_VERSION := 0.13.9
-# The Restate server (lesson on Restate, issue 14): a binary in an npm package, installed under the venv.
+# The Restate server (the Restate lesson): a binary in an npm package, installed under the venv.
 RESTATE_VERSION := 1.7.12
 RESTATE_STAMP   := $(VENV)/restate/.installed-$(RESTATE_VERSION)
 # Offline, npm's default retries take 70 s before it gives up; these, under 10 s. Its errors still show (stderr).

@@ -1,5 +1,5 @@
 """Every ``crashlab`` command checks its input before doing any work: a bad value is one ``error:`` line on
-stderr and a non-zero exit, never a traceback, and nothing is started or written (issue 15, item 8)."""
+stderr and a non-zero exit, never a traceback, and nothing is started or written."""
 
 import json
 import os

@@ -3,7 +3,7 @@ fails the check of that exercise, and an answer worded differently but right pas
 
 Only the judge runs here (the master's checks on the mutant's files, as grading runs them, not
 isolated): the notebook's own run and the crash matrices add nothing to what these mutants break, and
-full gradings of the same mutants (in the closing notes of issue 12) scored below full marks too.
+full gradings of the same mutants scored below full marks too.
 """
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""The Restate lesson (issue 14): the graded matrix is the one its text promises, and known-wrong answers lose
+"""The Restate lesson: the graded matrix is the one its text promises, and known-wrong answers lose
 their own exercise's points only -- a handler with a side effect outside ``ctx.run`` or ``uuid4()`` keys scores 0
 on the crash matrix (the second inside the one full grading), a step that drops the key or an approval timed by
 asyncio.wait_for loses its exercise.

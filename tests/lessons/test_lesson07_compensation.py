@@ -1,4 +1,4 @@
-"""The compensation lesson (issue 13): the grader runs a matrix check through the failure path when it names
+"""The compensation lesson: the grader runs a matrix check through the failure path when it names
 ``fail``, the lesson's matrix checks are the ones its text promises, and known-wrong answers lose points.
 
 Cheap on purpose: the matrix checks are scored at one or two points (the master's full matrices run when

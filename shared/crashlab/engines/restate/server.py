@@ -34,7 +34,7 @@ from crashlab.plumbing import supervisor
 from crashlab.plumbing.ports import PortTaken, free_port, retry_on_taken_port
 from crashlab.plumbing.scratch import remove_scratch
 
-RESTATE_VERSION = ENGINES["restate"].pin  # @restatedev/restate-server; the Makefile and the release read it
+RESTATE_VERSION = ENGINES["restate"].pin  # @restatedev/restate-server; the Makefiles and postBuild repeat it (a test checks)
 ENV_RESTATE_BIN = "CRASHLAB_RESTATE_BIN"
 # Where restate_binary looks: <this environment>/restate -- .venv/restate after `make setup`, but a conda or
 # Binder environment has its own prefix, so the fix names this one.
