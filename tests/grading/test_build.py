@@ -7,6 +7,7 @@ import nbformat
 import pytest
 
 from crashlab.grading.build import MAY_RAISE_TAG, out_of_date, student_version
+from crashlab.course.metadata import lesson_meta, unknown_keys
 from crashlab.course.notebooks import grade_id, is_answer_cell, is_test_cell, nbgrader_meta, written_files
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,3 +148,11 @@ def test_student_notebooks_carry_no_saved_widget_state(master):
     """The masters' progress bars are widgets whose state the master saves; the student notebook has no
     outputs for it to describe."""
     assert "widgets" not in student_version(nbformat.read(master, as_version=4)).metadata
+
+
+@pytest.mark.parametrize("master", sorted((ROOT / "solutions").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_a_masters_metadata_names_only_the_keys_the_course_reads(master):
+    """A key no type names is one nothing reads: a typo (``resumer``) would silently grade another matrix."""
+    meta = lesson_meta(nbformat.read(master, as_version=4))
+    assert meta.get("lesson") and meta.get("title"), master.name
+    assert unknown_keys(meta) == [], f"{master.name}: keys nothing reads: {unknown_keys(meta)}"

@@ -1,1 +1,2 @@
-"""The course's own material as data: the masters' format and metadata (:mod:`.notebooks`)."""
+"""The course's own material as data: the masters' format (:mod:`.notebooks`) and their typed metadata
+(:mod:`.metadata`)."""

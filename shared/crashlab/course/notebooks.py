@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from crashlab.course.metadata import lesson_meta
+
 QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]  # no start-up warnings on the grader's terminal
 
 
@@ -43,7 +45,7 @@ def repo_root() -> Path:
 
 
 def lesson_of(nb) -> str | None:
-    return (nb.get("metadata", {}).get("crashlab") or {}).get("lesson")
+    return lesson_meta(nb).get("lesson")
 
 
 def written_files(nb) -> dict[str, str]:

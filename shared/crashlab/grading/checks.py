@@ -16,6 +16,7 @@ from crashlab.grading.isolation import Deadline, Isolation
 from crashlab.grading.references import copy_on_answers, lesson_references
 from crashlab.course.notebooks import grade_id, is_test_cell, nbgrader_meta, written_files
 from crashlab.grading.report import TestResult
+from crashlab.course.metadata import lesson_meta
 
 JUDGE_SETUP_TAG = "judge-setup"
 
@@ -28,7 +29,7 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline) -
     preamble = "\n".join(c.source for c in master.cells
                          if c.cell_type == "code" and JUDGE_SETUP_TAG in c.metadata.get("tags", []))
     job = {"workdir": str(isolation.workdir), "preamble": preamble,
-           "timeout": float(master.metadata.get("crashlab", {}).get("check_timeout", 240)),
+           "timeout": float(lesson_meta(master).get("check_timeout", 240)),
            "checks": [{"name": grade_id(c), "source": c.source} for c in tests], "answer_cells": answer_cells,
            "student_modules": sorted(name[:-3] for name in written_files(master) if name.endswith(".py")),
            "references": lesson_references(master)}

@@ -20,12 +20,13 @@ from pathlib import Path
 import nbformat
 
 from crashlab.course.notebooks import is_test_cell, lesson_of, nbgrader_meta, repo_root
+from crashlab.course.metadata import lesson_meta
 
 
 def exercises(master: Path) -> list[tuple[str, int]]:
     nb = nbformat.read(master, as_version=4)
     found = [(nbgrader_meta(c)["grade_id"], int(nbgrader_meta(c)["points"])) for c in nb.cells if is_test_cell(c)]
-    found += [(check["name"], int(check["points"])) for check in nb.metadata.get("crashlab", {}).get("matrix_checks", [])]
+    found += [(check["name"], int(check["points"])) for check in lesson_meta(nb).get("matrix_checks", [])]
     return found
 
 

@@ -34,6 +34,7 @@ from crashlab.grading.report import GradeReport, GradingError, TestResult, witho
 from crashlab.grading.submissions import read_notebook
 from crashlab.engines.needs import Needs
 from crashlab.plumbing.scratch import remove_scratch
+from crashlab.course.metadata import lesson_meta
 
 # --- 1. find the master and restore its locked cells --------------------------------------------------------
 def read_submission(path: Path, folder: Path | None = None) -> nbformat.NotebookNode:
@@ -64,7 +65,7 @@ def restore_locked_cells(submission, master) -> tuple[nbformat.NotebookNode, lis
     notes = []
     master_cells = {grade_id(c): c for c in master.cells if grade_id(c)}
     nb = copy.deepcopy(submission)
-    nb.metadata["crashlab"] = copy.deepcopy(master.metadata.get("crashlab", {}))
+    nb.metadata["crashlab"] = copy.deepcopy(lesson_meta(master))
     cells, seen = [], set()
     for cell in nb.cells:
         gid = grade_id(cell)
@@ -165,7 +166,7 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
         # The earlier lessons' files that the checks run: handed over once the student's kernel is dead, seen by
         # the checks' agents and not by the student's code (see crashlab.grading.judge), and gone before the
         # matrices run the student's agents.
-        uses = master.metadata.get("crashlab", {}).get("uses_lessons", [])
+        uses = lesson_meta(master).get("uses_lessons", [])
         if uses:
             isolation.give_lesson_files(uses, solutions)
         checks = sum(1 for c in master.cells if c.cell_type == "code" and is_test_cell(c))
@@ -182,7 +183,7 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
         tempfile.tempdir = str(isolation.scratch)  # the rows' folders, inside what the sandbox's view shows
         references = lesson_references(master)
         with Needs(isolation.private / "servers") as needs:
-            for check in master.metadata.get("crashlab", {}).get("matrix_checks", []):
+            for check in lesson_meta(master).get("matrix_checks", []):
                 if limit.passed:
                     report.tests.append(TestResult(check["name"], 0.0, float(check["points"]),
                                                    "timed out: the submission's deadline passed first", "matrix"))

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from crashlab.plumbing import sandbox as sandboxes
 from crashlab.grading.answer_cells import answer_cell
+from crashlab.course.metadata import lesson_meta
 
 # grade_id -> (file name, text), the file name None for a cell that is not a file: set by the judge from its
 # job; empty outside grading.
@@ -52,7 +53,7 @@ def master_answers(master, grade_ids) -> dict[str, tuple[str | None, str]]:
 
 def lesson_references(master) -> dict[str, tuple[str, str]]:
     """The master's answers that its lesson metadata names in ``reference_answers``."""
-    return master_answers(master, master.metadata.get("crashlab", {}).get("reference_answers", []))
+    return master_answers(master, lesson_meta(master).get("reference_answers", []))
 
 
 def copy_on_answers(agent: Path, answers: dict[str, tuple[str, str]]) -> Path:

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 from crashlab.course.notebooks import grade_id, is_answer_cell, nbgrader_meta
+from crashlab.course.metadata import lesson_meta
 
 # The kinds of problem, one per way the registry can be broken.
 UNSTATED_CHECK = "a check tests something no text states"
@@ -201,7 +202,7 @@ def matrix_problems(nb, notebook: str = "") -> list[Problem]:
     """Each crash-matrix check must say, in ``stated``, a phrase of the notebook's markdown."""
     markdown = normalize("\n\n".join(c.source for c in nb.cells if c.cell_type == "markdown"))
     problems = []
-    for check in (nb.metadata.get("crashlab") or {}).get("matrix_checks", []):
+    for check in lesson_meta(nb).get("matrix_checks", []):
         name, stated = check.get("name", "?"), check.get("stated")
         if not isinstance(stated, str) or not normalize(stated):
             problems.append(Problem(notebook, name, UNSTATED_MATRIX, 'the matrix check has no "stated" phrase'))

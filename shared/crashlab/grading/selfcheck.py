@@ -39,6 +39,7 @@ from crashlab.grading.report import GradeReport, GradingError, TestResult
 from crashlab.engines.needs import Needs
 from crashlab.lessons.notebook import PLACEHOLDER, unwritten
 from crashlab.plumbing.scratch import remove_scratch
+from crashlab.course.metadata import lesson_meta
 
 EXERCISE = re.compile(r"ex(\d+)_")
 ANSWERS_IMPORT = re.compile(r"crashlab\.answers\.lesson(\d\d)")
@@ -56,7 +57,7 @@ def unreleased_answers(nb) -> list[str]:
     graded class's release leaves them out until the instructor releases them."""
     imported = set(ANSWERS_IMPORT.findall("\n".join(cell.source for cell in nb.cells)))
     missing = {n for n in imported if importlib.util.find_spec(f"crashlab.answers.lesson{n}") is None}
-    runs = nb.metadata.get("crashlab", {}).get("uses_lessons", [])
+    runs = lesson_meta(nb).get("uses_lessons", [])
     if runs and not os.environ.get("CRASHLAB_LESSON_FILES") and not any((repo_root() / "solutions").glob("*.ipynb")):
         missing |= set(runs)
     return sorted(missing)
@@ -161,7 +162,7 @@ def self_check(path: str | Path, *, cell_timeout: int = 120, deadline: float = 9
         report.tests += [visible_check_result(cell, ran, workdir) for cell in ran.cells
                          if cell.cell_type == "code" and is_test_cell(cell)]
         with Needs(isolation.private / "servers") as needs:
-            for check in nb.metadata.get("crashlab", {}).get("matrix_checks", []):
+            for check in lesson_meta(nb).get("matrix_checks", []):
                 report.tests.append(matrix_result(check, workdir, needs, limit))
     finally:
         if isolation is not None:

@@ -28,6 +28,7 @@ from crashlab.grading.gradescope import MANIFEST
 from crashlab.course.notebooks import lesson_of, repo_root
 from crashlab.plumbing.outputs import BUNDLE, ENCRYPTED_BUNDLE, check_replaceable, replace_with
 from crashlab.release.files import TEMPLATES, library_files
+from crashlab.course.metadata import lesson_meta
 
 BUNDLE_README = """# Grading bundle -- instructors only
 
@@ -48,7 +49,7 @@ def masters_for(notebooks: list[str] | None, solutions: Path) -> tuple[list[Path
             raise ValueError(f"no master for {', '.join(unknown)} (masters: {', '.join(m.stem for m in masters)})")
     read = {m: nbformat.read(m, as_version=4) for m in masters}
     graded = [m for m in masters if not notebooks or m.stem in notebooks or lesson_of(read[m]) in notebooks]
-    needed = {lesson for m in graded for lesson in read[m].metadata.get("crashlab", {}).get("uses_lessons", [])}
+    needed = {lesson for m in graded for lesson in lesson_meta(read[m]).get("uses_lessons", [])}
     carried = [m for m in masters if m in graded or lesson_of(read[m]) in needed]
     return graded, carried
 

@@ -35,6 +35,7 @@ from crashlab.grading.classroom import BUNDLE_DIR, workflow
 from crashlab.course.notebooks import lesson_of, repo_root, written_files
 from crashlab.grading.selfcheck import ANSWERS_IMPORT
 from crashlab.release.files import TEMPLATES, library_files
+from crashlab.course.metadata import lesson_meta
 
 
 class ReleaseError(RuntimeError):
@@ -54,7 +55,7 @@ def lessons_needing(course: Path) -> dict[str, set[str]]:
     for path in sorted(course.glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         wanted = set(ANSWERS_IMPORT.findall("\n".join(c.source for c in nb.cells)))
-        wanted |= set(nb.metadata.get("crashlab", {}).get("uses_lessons", []))
+        wanted |= set(lesson_meta(nb).get("uses_lessons", []))
         needs[lesson_of(nb)] = wanted
     return needs
 

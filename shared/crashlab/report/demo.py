@@ -19,13 +19,14 @@ from crashlab.harness import crash_test
 from crashlab.crash_points import allowed_repeats
 from crashlab.plumbing.outputs import DEMO, OutputError, write_output
 from crashlab.plumbing.scratch import scratch_dir
+from crashlab.course.metadata import lesson_meta
 
 
 def reference_agents(solutions: Path) -> list[tuple[Path, dict]]:
     found = []
     for master in sorted(solutions.glob("*.ipynb")):
         nb = nbformat.read(master, as_version=4)
-        for spec in nb.metadata.get("crashlab", {}).get("demo_agents", []):
+        for spec in lesson_meta(nb).get("demo_agents", []):
             found.append((master, spec))
     return found
 

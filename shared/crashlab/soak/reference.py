@@ -12,6 +12,7 @@ from pathlib import Path
 import nbformat
 
 from crashlab.course.notebooks import repo_root, written_files
+from crashlab.course.metadata import lesson_meta
 
 
 def masters(solutions: Path | None = None) -> list[Path]:
@@ -31,7 +32,7 @@ def reference_spec(name: str, solutions: Path | None = None) -> tuple[Path, dict
     master = next((m for m in found if m.stem == key or m.stem.split("_", 1)[0] == key), None)
     if master is None:
         raise ValueError(f"no lesson {lesson!r}: use one of {', '.join(m.stem for m in found)} (or its number)")
-    specs = nbformat.read(master, as_version=4).metadata.get("crashlab", {}).get("demo_agents", [])
+    specs = lesson_meta(nbformat.read(master, as_version=4)).get("demo_agents", [])
     if agent:
         spec = next((s for s in specs if s["agent"] in (agent, f"{agent}.py")), None)
         if spec is None:

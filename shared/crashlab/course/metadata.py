@@ -1,0 +1,69 @@
+"""What a master's ``metadata.crashlab`` holds, typed in one place: the lesson's id and title, its graded crash
+matrices, the agents the demo runs, the answers later checks borrow from the reference, and the earlier lessons
+whose files it uses. The grader, the builder, the release, the demo and the soak read it through
+:func:`lesson_meta`; ``tests/grading/test_build.py`` refuses a master whose metadata names a key not typed here,
+which would otherwise be silently ignored (a ``resumer`` for ``resumers``)."""
+
+from __future__ import annotations
+
+from typing import Required, TypedDict
+
+
+class MatrixCheck(TypedDict, total=False):
+    """One graded crash matrix: the agent file the student's answers build, run at the crash points."""
+
+    name: Required[str]             # the grade id of its line in the results
+    agent: Required[str]            # the agent file the lesson writes
+    points: Required[int]           # what a clean matrix scores
+    stated: Required[str]           # the words of the exercise's text that this matrix checks
+    expect: Required[str]           # "durable", "no-repeats" or "observe" (crashlab.harness.EXPECTATIONS)
+    crash_points: str | list[str]   # "all" (the default) or the points to run
+    resumers: int                   # resuming processes racing per row
+    double: int | list              # sampled double crashes, or the pairs
+    jobs: int                       # rows at once
+    timeout: float                  # seconds per process
+    fail: str                       # a permanent failure: the matrix runs its failure path
+    faults: list                    # faults the world injects for every row
+    needs: str | list[str]          # servers besides the world (the engine registry's names)
+    preload: list[str]              # modules the warm launcher imports before it forks the agents
+    env: dict[str, str]             # variables for the agents
+    on_reference_answers: list[str]  # answer cells taken from the reference when the student's are wrong
+
+
+class DemoAgent(TypedDict, total=False):
+    """One agent the demo (and the soak's references) runs from this lesson."""
+
+    agent: Required[str]
+    title: Required[str]
+    expect: Required[str]
+    preload: list[str]
+    fail: str
+    needs: str | list[str]
+    resumers: int
+
+
+class LessonMeta(TypedDict, total=False):
+    lesson: Required[str]               # "01" ... "08"
+    title: Required[str]
+    matrix_checks: list[MatrixCheck]
+    demo_agents: list[DemoAgent]
+    reference_answers: list[str]        # grade ids whose reference answers later checks may borrow
+    uses_lessons: list[str]             # earlier lessons whose files this lesson's checks run
+    check_timeout: float                # seconds the judge gives each check
+
+
+def lesson_meta(nb) -> LessonMeta:
+    """A notebook's ``metadata.crashlab`` (empty for a notebook that is not a lesson)."""
+    return (nb.get("metadata", {}) or {}).get("crashlab") or {}
+
+
+def unknown_keys(meta: LessonMeta) -> list[str]:
+    """Keys of ``meta`` (and of its matrices and demo agents) that no type here names, as dotted paths."""
+    found = [key for key in meta if key not in LessonMeta.__annotations__]
+    for kind, typed in (("matrix_checks", MatrixCheck), ("demo_agents", DemoAgent)):
+        for i, entry in enumerate(meta.get(kind, [])):
+            found += [f"{kind}[{i}].{key}" for key in entry if key not in typed.__annotations__]
+    return found
+
+
+__all__ = ["DemoAgent", "LessonMeta", "MatrixCheck", "lesson_meta", "unknown_keys"]
