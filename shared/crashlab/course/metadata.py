@@ -26,6 +26,7 @@ class MatrixCheck(TypedDict, total=False):
     faults: list                    # faults the world injects for every row
     needs: str | list[str]          # servers besides the world (the engine registry's names)
     preload: list[str]              # modules the warm launcher imports before it forks the agents
+    launcher: str                   # "warm" (the default) or "cold"
     env: dict[str, str]             # variables for the agents
     on_reference_answers: list[str]  # answer cells taken from the reference when the student's are wrong
 
@@ -36,9 +37,12 @@ class DemoAgent(TypedDict, total=False):
     agent: Required[str]
     title: Required[str]
     expect: Required[str]
+    crash_points: str | list[str]
     preload: list[str]
+    launcher: str
     fail: str
     needs: str | list[str]
+    env: dict[str, str]
     resumers: int
 
 

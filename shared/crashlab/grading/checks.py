@@ -86,7 +86,7 @@ def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict 
     ``on_reference_answers`` runs the agent on ``references`` (:mod:`crashlab.grading.references`); one with
     ``fail`` (``"reserve_item"``) runs it through the failure path, every row to end cleanly undone.
     ``deadline`` (``time.monotonic()``): the submission's; the matrix stops there and scores 0, "timed out"."""
-    from crashlab.harness import crash_test
+    from crashlab.harness import MatrixOptions, crash_test
     from crashlab.engines.needs import Needs
 
     if needs is None:
@@ -100,14 +100,10 @@ def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict 
                                                 f"to crash-test", "matrix")
     if check.get("on_reference_answers") and references:
         agent = copy_on_answers(agent, references)
-    matrix = crash_test(agent, check.get("crash_points", "all"), expect=check.get("expect", "durable"),
-                        jobs=int(check.get("jobs", 2)), progress=progress, timeout=float(check.get("timeout", 60)),
-                        workdir=None, resumers=int(check.get("resumers", 1)),  # rows in a folder of the grader's
-                        double=[tuple(pair) for pair in check.get("double", [])] or None,
-                        faults=[tuple(f) for f in check.get("faults", [])] or None,
-                        launcher=check.get("launcher", "warm"), preload=tuple(check.get("preload", ())),
-                        extra_env=needs.env_for(check), fail=check.get("fail"), stop_at_first_failure=True,
-                        deadline=deadline)
+    options = MatrixOptions.from_spec(check)
+    matrix = crash_test(agent, options.points, progress=progress, workdir=None,  # rows in a folder of the grader's
+                        extra_env=needs.env_for(check), stop_at_first_failure=True, deadline=deadline,
+                        **options.crash_test_kwargs())
     if matrix.past_deadline:
         return TestResult(name, 0.0, max_score, f"timed out: the submission's deadline passed during this matrix "
                                                 f"({len(matrix.rows)} of {len(matrix.rows) + matrix.not_run} crash "

@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 
 from crashlab.course.notebooks import repo_root, written_files
-from crashlab.harness import crash_test
+from crashlab.harness import MatrixOptions, crash_test
 from crashlab.crash_points import allowed_repeats
 from crashlab.plumbing.outputs import DEMO, OutputError, write_output
 from crashlab.plumbing.scratch import scratch_dir
@@ -55,14 +55,12 @@ def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, soluti
                 (folder / name).write_text(source)
             if verbose:
                 print(f"\n== {master.stem}: {spec['title']} ==", flush=True)
-            if points == "all":
-                chosen = spec.get("crash_points", "all")
-            else:
-                chosen = fail_points if spec.get("fail") else points
-            matrix = crash_test(folder / spec["agent"], chosen, expect=spec.get("expect", "durable"), jobs=jobs,
-                                workdir=folder / ".rows", resumers=int(spec.get("resumers", 1)),
-                                launcher=spec.get("launcher", "warm"), preload=tuple(spec.get("preload", ())),
-                                extra_env=needs.env_for(spec), progress=progress, fail=spec.get("fail"))
+            options = MatrixOptions.from_spec(spec)
+            if points != "all":
+                options = options.but(points=fail_points if spec.get("fail") else points)
+            options = options.but(jobs=jobs)
+            matrix = crash_test(folder / spec["agent"], options.points, workdir=folder / ".rows",
+                                extra_env=needs.env_for(spec), progress=progress, **options.crash_test_kwargs())
             yield master.stem, spec, matrix
 
 
