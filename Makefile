@@ -11,7 +11,8 @@ NBGRADER_SERVER_EXTENSIONS := $(addprefix nbgrader.server_extensions.,formgrader
 LAB_ANNOUNCEMENTS := @jupyterlab/apputils-extension:announcements
 UV_VERSION := 0.13.9
 # The Restate server (the Restate lesson): a binary in an npm package, installed under the venv.
-RESTATE_VERSION := 1.7.12
+# Its version: the one pin, in a file the library (crashlab.engines.registry) and the installers read.
+RESTATE_VERSION := $(shell cat shared/crashlab/engines/restate/SERVER_VERSION)
 RESTATE_STAMP   := $(VENV)/restate/.installed-$(RESTATE_VERSION)
 # Offline, npm's default retries take 70 s before it gives up; these, under 10 s. Its errors still show (stderr).
 NPM_RETRIES     := --fetch-retries=2 --fetch-retry-mintimeout=1000 --fetch-retry-maxtimeout=5000

@@ -199,18 +199,25 @@ def test_nbgrader_generate_assignment_accepts_the_masters_as_they_are(tmp_path):
 
 
 def test_the_restate_server_pin_is_one_version_everywhere_setup_installs_it():
-    """The course's Makefile, the learner's and the grading bundle's setup.sh install the server the library
-    expects (crashlab.engines.restate.RESTATE_VERSION), and so does Binder's postBuild, each with a line for a
-    machine without npm."""
+    """The course's Makefile, the learner's and the grading bundle's setup.sh, and Binder's postBuild install the
+    server the library expects: each reads the one pin the library reads (the engine's SERVER_VERSION file), and
+    each has a line for a machine without npm."""
     from crashlab.engines.restate import RESTATE_VERSION
 
+    pin = ROOT / "shared" / "crashlab" / "engines" / "restate" / "SERVER_VERSION"
+    assert pin.read_text().strip() == RESTATE_VERSION and re.fullmatch(r"\d+\.\d+\.\d+", RESTATE_VERSION)
     for path in (ROOT / "Makefile", TEMPLATES / "Makefile", TEMPLATES / "setup.sh", ROOT / "postBuild"):
         text = path.read_text()
-        pins = re.findall(r"^RESTATE_VERSION *:?= *(\S+)", text, re.M)
-        assert pins == [RESTATE_VERSION], f"{path}: {pins}"
+        pins = re.findall(r"^RESTATE_VERSION *:?= *(.+)$", text, re.M)
+        assert pins and all("shared/crashlab/engines/restate/SERVER_VERSION" in p for p in pins), f"{path}: {pins}"
         assert "@restatedev/restate-server@$" in text and "npm not found" in text, path
     for path in (ROOT / "Makefile", TEMPLATES / "Makefile"):
         assert re.search(r"^setup: .*\$\(RESTATE_STAMP\)", path.read_text(), re.M), path
+    for folder, makefile in ((ROOT, ROOT / "Makefile"), (ROOT, TEMPLATES / "Makefile")):  # what make reads
+        done = subprocess.run(["make", "-s", "--no-print-directory", "-C", str(folder), "-f", str(makefile),
+                               "--eval=show-pin: ; @echo '[$(RESTATE_VERSION)]'", "show-pin"],
+                              capture_output=True, text=True, timeout=60)
+        assert done.stdout.strip() == f"[{RESTATE_VERSION}]", (makefile, done.stdout, done.stderr)
 
 
 def test_a_release_of_one_lesson_holds_and_grades_that_lesson_only(tmp_path):

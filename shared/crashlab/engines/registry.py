@@ -26,7 +26,8 @@ class Engine:
     bench: tuple[str, ...]             # its benchmark variants: rows of the benchmark's table
     workload: str                      # its benchmark workload's module (make, unavailable, note, recovery_note)
     server: str = ""                   # "module:function": a context manager serving it, yielding agents' env
-    pin: str = ""                      # the server binary's version, where it is not a Python package
+    pin: str = ""                      # the server binary's version, where it is not a Python package (read from
+                                       # the engine's SERVER_VERSION file, which the Makefiles and installers read too)
 
     @contextlib.contextmanager
     def serve(self, folder: Path, timeout: float = 30.0) -> Iterator[dict[str, str]]:
@@ -48,7 +49,8 @@ ENGINES: dict[str, Engine] = {e.name: e for e in (
            ("temporalio.client", "temporalio.worker"), ("temporal",), "crashlab.bench.workloads.temporal",
            server="crashlab.engines.temporal.server:serve"),
     Engine("restate", "Restate", "#dd8452", ("restate-sdk",), ("restate", "hypercorn.asyncio", "httpx"), ("restate",),
-           "crashlab.bench.workloads.restate", server="crashlab.engines.restate.server:serve", pin="1.7.12"),
+           "crashlab.bench.workloads.restate", server="crashlab.engines.restate.server:serve",
+           pin=(Path(__file__).parent / "restate" / "SERVER_VERSION").read_text().strip()),
 )}
 FLOOR_COLOUR = "#8c8c8c"  # the benchmark's fsync floor, which is no engine
 WITH_SERVER = tuple(name for name, e in ENGINES.items() if e.server)

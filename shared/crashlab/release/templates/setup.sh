@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 UV_VERSION=0.13.9
-RESTATE_VERSION=1.7.12  # the same pin as the course's Makefile and crashlab.engines.restate.RESTATE_VERSION
+RESTATE_VERSION=$(cat shared/crashlab/engines/restate/SERVER_VERSION)  # the library's one pin, which the Makefiles read too
 
 # Python 3.11: $CRASHLAB_PYTHON, python3.11 on the PATH, or the distribution's package (Ubuntu 22.04).
 PY=${CRASHLAB_PYTHON:-$(command -v python3.11 || true)}
