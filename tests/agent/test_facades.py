@@ -26,8 +26,8 @@ AGENT = [
     "attach", "call_handler", "call_tool", "charge_card", "connect", "content_to_dicts", "endpoint_for",
     "first_tool_use", "invocation_row", "journal_names", "list_charges", "list_reservations", "model_client",
     "namespace_for",
-    "order_details", "order_lock", "order_task", "read_events", "real_api_enabled", "refund_charge",
-    "release_item", "reserve_item", "resolve_awakeable", "restate_urls", "run_logged_order",
+    "order_details", "order_task", "real_api_enabled", "refund_charge",
+    "release_item", "reserve_item", "resolve_awakeable", "restate_urls",
     "send_cancellation", "send_confirmation", "serve_endpoint", "state_dir", "stuck_reason", "temporal_address",
     "tool_error_message", "tool_result_message", "undo_request", "undo_steps", "undo_task", "use_quiet_runtime",
     "validate_tool_call", "warm_up_sdk"
@@ -77,6 +77,8 @@ def test_a_master_imports_the_lessons_face_and_its_agent_files_the_agent_face(ma
         source = "".join(cell["source"])
         agent_file = re.match(r"\s*%%writefile", source) is not None
         face = "crashlab.agent" if agent_file else "crashlab.lessons"
-        wrong += [(face, module) for module in _imports(source) if module != face]
+        # an agent that builds on an earlier lesson's answers names them: the release and the grader look for it
+        wrong += [(face, module) for module in _imports(source)
+                  if module != face and not (agent_file and re.fullmatch(r"crashlab\.answers\.lesson\d\d", module))]
     assert not wrong, f"{master.name} imports past its face: {sorted(set(wrong))}"
 
