@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from crashlab.grading.build import MAY_RAISE_TAG, out_of_date, student_version
+from crashlab.grading.build import MAY_RAISE_TAG, USES_ANSWERS_TAG, out_of_date, student_version
 from crashlab.course.metadata import lesson_meta, unknown_keys
 from crashlab.course.notebooks import grade_id, is_answer_cell, is_test_cell, nbgrader_meta, written_files
 
@@ -156,3 +156,13 @@ def test_a_masters_metadata_names_only_the_keys_the_course_reads(master):
     meta = lesson_meta(nbformat.read(master, as_version=4))
     assert meta.get("lesson") and meta.get("title"), master.name
     assert unknown_keys(meta) == [], f"{master.name}: keys nothing reads: {unknown_keys(meta)}"
+
+
+@pytest.mark.parametrize("master", sorted((ROOT / "solutions").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_a_demonstration_that_runs_an_answer_is_tagged_so(master):
+    """A cell that calls ``needs_exercise`` stops with one line in an unanswered notebook; tagged ``uses-answers``,
+    the build marks it as raising, so Run All goes on past it (in Lab and under nbval)."""
+    untagged = [i for i, cell in enumerate(nbformat.read(master, as_version=4).cells)
+                if cell.cell_type == "code" and "needs_exercise(" in cell.source and not is_answer_cell(cell)
+                and not is_test_cell(cell) and USES_ANSWERS_TAG not in cell.metadata.get("tags", [])]
+    assert not untagged, f"{master.name}: cells {untagged} run an answer but are not tagged {USES_ANSWERS_TAG!r}"
