@@ -17,17 +17,16 @@ from pathlib import Path
 from crashlab.bench.common import BenchError
 from crashlab.engines.registry import engine_of_variant
 from crashlab.plumbing.scratch import remove_scratch
-from crashlab.bench.workloads import measure, workload_for
+from crashlab.bench.workloads import measure, module_for, workload_for
 
-# What each engine's child imports before its clock starts: the registry's list, and Temporal's workflow module.
-_EXTRA_IMPORTS = {"temporal": ("crashlab.bench.temporal_workflow",)}
+
 
 
 def _recovery_phase(engine: str, workdir: Path, phase: str, steps: int, wid: str, t_main: float) -> dict:
     """The recovery scene, inside a child: ``crash`` runs the workflow into the blocking step (the parent
     kills it there); ``resume`` finishes it and reports when."""
-    entry = engine_of_variant(engine)
-    for module in (*entry.imports, *_EXTRA_IMPORTS.get(entry.name, ())) if entry else ():
+    entry = engine_of_variant(engine)  # what it imports before its clock starts: the registry's, its workload's
+    for module in (*entry.imports, *getattr(module_for(engine), "PRELOAD", ())) if entry else ():
         importlib.import_module(module)
     t_ready = time.time()  # interpreter up, the engine imported: the engine's own work starts here
     workload = workload_for(engine, workdir, recovery=True)

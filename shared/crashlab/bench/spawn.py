@@ -85,28 +85,26 @@ def availability(engine: str) -> str | None:
 
 
 class Servers:
-    """Starts the PostgreSQL cluster, the Temporal server and the Restate server on first use (once per run);
-    stops them at exit."""
+    """Starts what the rows' engines need on first use, once per run -- an engine's server from the registry,
+    or what its workload module's ``bench_env`` asks for (DBOS's throwaway PostgreSQL) -- and stops it at exit."""
 
     def __init__(self, workdir: Path, stack: contextlib.ExitStack, timeout: float):
         self.workdir, self.stack, self.timeout = workdir, stack, timeout
-        self._pg_url: str | None = None
-        self._served: dict[str, dict[str, str]] = {}  # engine name -> its server's env
+        self._shared: dict[str, object] = {}
+
+    def shared(self, name: str, start):
+        """``start()``'s result, started once per run under ``name`` (``start`` may enter ``self.stack``)."""
+        if name not in self._shared:
+            self._shared[name] = start()
+        return self._shared[name]
 
     def env_for(self, engine: str) -> dict[str, str]:
-        if engine == "dbos-postgres":
-            from crashlab.engines.postgres import fresh_database, throwaway_postgres
-
-            if self._pg_url is None:
-                self._pg_url = self.stack.enter_context(throwaway_postgres(self.workdir / "pg"))
-            return {ENV_DB_URL: fresh_database(self._pg_url, "bench")}
+        env = dict(getattr(module_for(engine), "bench_env", lambda variant, servers: {})(engine, self))
         entry = engine_of_variant(engine)
-        if entry is None or not entry.server:
-            return {}
-        if entry.name not in self._served:
-            self._served[entry.name] = self.stack.enter_context(entry.serve(self.workdir / entry.name,
-                                                                            min(60.0, self.timeout)))
-        return self._served[entry.name]
+        if entry is not None and entry.server:
+            env.update(self.shared(entry.name, lambda: self.stack.enter_context(
+                entry.serve(self.workdir / entry.name, min(60.0, self.timeout)))))
+        return env
 
 
 def measure_engine(engine: str, servers: Servers, workdir: Path, steps: int, repeats: int,

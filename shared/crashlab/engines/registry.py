@@ -1,7 +1,7 @@
 """The engine registry: one entry per durable-execution engine the course runs, and all the rest of the course
 needs to know about it -- its server, what its processes import before a crash, its benchmark variants, its
 packages and pins, its colour. ``needs`` (the servers a crash matrix needs), the benchmark, the demo and the
-soak read it; nothing outside an engine's own folder asks ``if engine == ...``.
+soak read it; nothing outside an engine's own files (its folder, its benchmark workload) asks ``if engine == ...``.
 
 Adding an engine is its folder under :mod:`crashlab.engines` (a server module if it has a server), one entry in
 :data:`ENGINES`, one benchmark workload module under :mod:`crashlab.bench.workloads`, its master and its tests.

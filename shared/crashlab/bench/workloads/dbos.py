@@ -62,6 +62,16 @@ def make(variant: str, workdir: Path, recovery: bool = False) -> Workload:
     return Dbos(workdir, os.environ.get(ENV_DB_URL) if variant == "dbos-postgres" else None)
 
 
+def bench_env(variant: str, servers) -> dict[str, str]:
+    """A fresh database on the run's one throwaway PostgreSQL cluster, for ``dbos-postgres``."""
+    if variant != "dbos-postgres":
+        return {}
+    from crashlab.engines.postgres import fresh_database, throwaway_postgres
+
+    url = servers.shared("postgres", lambda: servers.stack.enter_context(throwaway_postgres(servers.workdir / "pg")))
+    return {ENV_DB_URL: fresh_database(url, "bench")}
+
+
 def unavailable(variant: str) -> str | None:
     from crashlab.bench.workloads.base import missing
 

@@ -13,6 +13,9 @@ from typing import Any
 from crashlab.bench.common import ENV_TEMPORAL, TEMPORAL_RECOVERY_TIMEOUT_S, BenchError
 from crashlab.bench.workloads.base import Workload
 
+# What the child imports before its clock starts, besides the engine's own modules: the workflow's module.
+PRELOAD = ("crashlab.bench.temporal_workflow",)
+
 
 class Temporal(Workload):
     """A client and an in-process worker on one event loop; ``run`` drives the loop per workflow."""
