@@ -10,6 +10,7 @@ import nbformat
 from crashlab.grading.checks import judge_checks
 from crashlab.grading.grade import restore_locked_cells
 from crashlab.grading.isolation import Deadline, Isolation
+from crashlab.course.metadata import lesson_meta
 from crashlab.course.notebooks import grade_id, is_test_cell, lesson_of, written_files
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,6 +22,18 @@ def write_master_files(master: Path, folder: Path):
     for name, source in written_files(nb).items():
         (folder / name).write_text(source)
     return nb
+
+
+def matrix_check(nb, name: str | None = None, points: list[str] | None = None, *, agent: str | None = None,
+                 **changes) -> dict:
+    """A copy of one of the master's graded matrices (by its ``name``, else by its ``agent``, else the first),
+    to run on fewer points (``points``) or with other options (``changes``, such as ``double=[]``)."""
+    checks = lesson_meta(nb)["matrix_checks"]
+    check = dict(next(c for c in checks if (name is None or c["name"] == name) and (agent is None or c["agent"] == agent)))
+    if points is not None:
+        check["crash_points"] = points
+    check.update(changes)
+    return check
 
 
 def replace_in(path: Path, old: str, new: str) -> None:

@@ -13,6 +13,7 @@ from crashlab.harness import crash_row, run_agent
 from crashlab.harness.launcher import WarmLauncher
 from crashlab.engines.postgres import fresh_database, postgres_available, throwaway_postgres
 from crashlab.world import World
+from master_files import matrix_check
 
 ROOT = Path(__file__).resolve().parents[2]
 MASTER = ROOT / "solutions" / "03_langgraph.ipynb"
@@ -38,10 +39,6 @@ def warm():
     launcher = WarmLauncher(PRELOAD)
     yield launcher
     launcher.close()
-
-
-def matrix_check(master, name):
-    return dict(next(c for c in master.metadata["crashlab"]["matrix_checks"] if c["name"] == name))
 
 
 def run_cli(warm, agent: Path, world: World, *args, crash_at=None):

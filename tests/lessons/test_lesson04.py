@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from crashlab.grading.grade import score_matrix_check
-from master_files import replace_in as _replace, write_master_files
+from master_files import matrix_check, replace_in as _replace, write_master_files
 from crashlab.harness import crash_row, run_agent
 from crashlab.harness.launcher import WarmLauncher
 from crashlab.engines.postgres import postgres_available, throwaway_postgres
@@ -32,12 +32,6 @@ def lesson_files(tmp_path):
     nb = write_master_files(MASTER, tmp_path)
     assert (tmp_path / AGENT).is_file() and (tmp_path / "dbos_steps.py").is_file()
     return tmp_path, nb
-
-
-def _matrix_check(nb, points):
-    check = dict(next(c for c in nb.metadata["crashlab"]["matrix_checks"] if c["agent"] == AGENT))
-    check["crash_points"] = points
-    return check
 
 
 def test_the_graded_matrix_is_every_point_with_two_resumers():
@@ -139,7 +133,7 @@ def test_model_call_outside_a_step_scores_less_than_full(lesson_files):
         if reply["stop_reason"] != "tool_use":
             return reply["content"][0]["text"]
         call = first_tool_use(reply["content"])''')
-    result = score_matrix_check(_matrix_check(nb, ["before:charge_card"]), folder)
+    result = score_matrix_check(matrix_check(nb, points=["before:charge_card"], agent=AGENT), folder)
     assert result.score < result.max_score, result.output
     assert "1 of the 2 crash points run failed" in result.output, result.output
     assert "before:charge_card: 1 repeated model call" in result.output, result.output
@@ -150,7 +144,7 @@ def test_uuid4_key_scores_less_than_full(lesson_files):
     folder, nb = lesson_files
     _replace(folder / "dbos_steps.py", 'key = f"{DBOS.workflow_id}:step-{DBOS.step_id}:{name}"',
              "import uuid\n    key = str(uuid.uuid4())")
-    result = score_matrix_check(_matrix_check(nb, ["after:charge_card"]), folder)
+    result = score_matrix_check(matrix_check(nb, points=["after:charge_card"], agent=AGENT), folder)
     assert result.score < result.max_score, result.output
     assert "1 of the 2 crash points run failed" in result.output, result.output
     assert "after:charge_card: 2 charges (1 duplicate)" in result.output, result.output

@@ -15,7 +15,7 @@ import pytest
 
 from crashlab.grading.grade import grade_notebook, score_matrix_check
 from crashlab.course.notebooks import grade_id
-from master_files import judge_only, replace_in as replace
+from master_files import judge_only, matrix_check, replace_in as replace
 
 ROOT = Path(__file__).resolve().parents[2]
 MASTER = ROOT / "solutions" / "06_restate.ipynb"
@@ -28,12 +28,6 @@ NO_TURN_KEY = """key = f"{ctx.request().id}/{call['name']}\""""
 # Right keys spelled otherwise: Restate's deterministic uuid (the text names it), the model's tool_use id (journaled
 # with the model's reply, so a replay sees the same one).
 OTHER_RIGHT_KEYS = {"ctx.uuid()": "key = str(ctx.uuid())", "the tool_use id": 'key = call["id"]'}
-
-
-def matrix_check(nb, points: list[str]) -> dict:
-    check = dict(nb.metadata["crashlab"]["matrix_checks"][0])
-    check.update(crash_points=points, double=[])
-    return check
 
 
 def test_the_graded_matrix_is_every_point_with_two_resumers_and_double_crashes():
@@ -52,7 +46,7 @@ def test_a_side_effect_outside_ctx_run_scores_0_for_the_crash_matrix(lesson_file
     folder, nb = lesson_files
     replace(folder / "restate_order.py", MODEL_STEP, "ask_model(messages)")
     replace(folder / "restate_order.py", TOOL_STEP, 'run_tool(call["name"], call["input"], key)')
-    result = score_matrix_check(matrix_check(nb, ["before:reserve_item"]), folder)
+    result = score_matrix_check(matrix_check(nb, points=["before:reserve_item"], double=[]), folder)
     assert result.score == 0 and "repeated model call" in result.output, result.output
 
 

@@ -12,16 +12,10 @@ import nbformat
 
 from crashlab.grading.grade import grade_notebook, score_matrix_check
 from crashlab.course.notebooks import grade_id
-from master_files import replace_in as replace
+from master_files import matrix_check, replace_in as replace
 
 ROOT = Path(__file__).resolve().parents[2]
 MASTER = ROOT / "solutions" / "07_compensation.ipynb"
-
-
-def matrix_check(nb, name: str, points: list[str]) -> dict:
-    check = dict(next(c for c in nb.metadata["crashlab"]["matrix_checks"] if c["name"] == name))
-    check["crash_points"] = points
-    return check
 
 
 def test_the_graded_matrices_run_every_point_of_the_failure_path():
