@@ -48,6 +48,13 @@ def pid_alive(pid: int) -> bool:
 
 
 
+def port_taken(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something already listens on ``port`` (it answers a connect): where :func:`port_is_free` asks
+    whether this process could bind it, this asks whether a server is up there."""
+    with socket.socket() as s:
+        return s.connect_ex((host, port)) == 0
+
+
 def retry_on_taken_port(start: Callable[[], T], attempts: int = 3) -> T:
     """``start()``, again with fresh ports (``start`` picks them) while it raises :class:`PortTaken`."""
     for attempt in range(attempts):
@@ -59,4 +66,4 @@ def retry_on_taken_port(start: Callable[[], T], attempts: int = 3) -> T:
     raise AssertionError("unreachable")
 
 
-__all__ = ["PortTaken", "free_port", "pid_alive", "port_is_free", "retry_on_taken_port"]
+__all__ = ["PortTaken", "free_port", "pid_alive", "port_is_free", "port_taken", "retry_on_taken_port"]

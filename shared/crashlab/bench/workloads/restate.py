@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -25,7 +24,7 @@ from restate import InvocationRetryPolicy
 
 from crashlab.bench.common import ENV_RESTATE_ADMIN, ENV_RESTATE_INGRESS, BenchError
 from crashlab.bench.workloads.base import Workload, missing, step_body
-from crashlab.plumbing.ports import free_port  # the course's one way to pick a loopback port
+from crashlab.plumbing.ports import free_port, port_taken  # the course's one way to pick and probe ports
 
 ENDPOINT_FILE = "restate-bench-endpoint.json"
 
@@ -49,11 +48,6 @@ def _service(name: str):
         return i
 
     return restate.app(services=[service])
-
-
-def _taken(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _endpoint(workdir: Path, recovery: bool) -> dict:
@@ -98,7 +92,7 @@ class Restate(Workload):
             if self.server.done():
                 self.server.result()  # the endpoint's own error (the port taken, say), as it is
                 raise BenchError(f"the Restate endpoint on 127.0.0.1:{port} stopped at once")
-            if _taken(port):
+            if port_taken(port):
                 break
             if time.monotonic() > deadline:
                 raise BenchError(f"the Restate endpoint did not come up on 127.0.0.1:{port}")

@@ -19,7 +19,7 @@ import httpx
 
 from crashlab.errors import AgentError
 from crashlab.plumbing.chosen_once import chosen_once
-from crashlab.plumbing.ports import free_port
+from crashlab.plumbing.ports import free_port, port_taken
 
 ENV_RESTATE_INGRESS = "CRASHLAB_RESTATE_INGRESS"
 ENV_RESTATE_ADMIN = "CRASHLAB_RESTATE_ADMIN"
@@ -66,13 +66,6 @@ def endpoint_for(state_dir: str | os.PathLike, timeout: float = 10.0) -> dict:
 
 
 # --- the agent's side of the push model: serve the endpoint, send the order once, attach, and read the server --
-def port_taken(port: int) -> bool:
-    import socket
-
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
 @contextlib.asynccontextmanager
 async def serve_endpoint(app, port: int, admin_url: str | None = None):
     """Serve the ASGI ``app`` (``restate.app(...)``) on ``127.0.0.1:port`` for the block, and register it with the
