@@ -111,8 +111,8 @@ def test_the_bundle_holds_the_grader_and_only_the_masters_it_needs(bundle):
             "shared/crashlab/answers/lesson01.py"} <= set(names)
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc") or ".egg-info" in n]
     assert bundle.stat().st_mode & 0o077 == 0
-    graded, carried = masters_for(["08"], ROOT / "solutions")  # lesson 8 runs lessons 1 and 2's agents
-    assert [m.name[:2] for m in graded] == ["08"] and [m.name[:2] for m in carried] == ["01", "02", "08"]
+    graded, carried = masters_for(["09"], ROOT / "solutions")  # lesson 9 runs lessons 1 and 2's agents
+    assert [m.name[:2] for m in graded] == ["09"] and [m.name[:2] for m in carried] == ["01", "02", "09"]
 
 
 def fetch(into: Path, **secrets) -> subprocess.CompletedProcess:

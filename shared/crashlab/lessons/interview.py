@@ -1,7 +1,7 @@
 """The interview question bank: what a weak answer sounds like, what a strong one says, the follow-up
 to expect, and a multiple-choice self-check per question.
 
-Most questions are graded (lesson 8's exercise 3): their letters are not in the library at all, in any form,
+Most questions are graded (lesson 9's exercise 3): their letters are not in the library at all, in any form,
 because anything a notebook can import that tells right from wrong lets it try every choice until it is told
 "right". Their key is the master's answer cell, which only the grader's judge is handed. The practice
 questions (:data:`PRACTICE`, one per lesson) are not graded, and keep a salted hash of their letter, so a
@@ -181,7 +181,7 @@ BANK: tuple[Question, ...] = (
        "What happens when the timeout fires, and who runs the code after it on each engine?",
        ["A worker thread sleeps until the approval arrives", "Poll the approvals table every minute from the agent",
         "A durable wait on a message with a timeout, recorded by the engine"], GRADED),
-    _q("q16", "8", "Our booking agent sometimes reserves the same hotel twice. How do you debug it?",
+    _q("q16", "9", "Our booking agent sometimes reserves the same hotel twice. How do you debug it?",
        "Add more logging to the agent.",
        "Start from the provider's records for the order: two reservations with no key or different keys mean a "
        "missing or per-attempt key; two with the same key mean the retry came after the provider forgot the key; "
@@ -192,7 +192,7 @@ BANK: tuple[Question, ...] = (
        ["Read the agent's own log to see what it did twice",
         "Add a check-before-reserve in the agent and watch whether it recurs",
         "Compare the provider's reservations, keys and process timeline"], "C"),
-    _q("q17", "8", "A durable step costs 2-30 ms. Does that matter for an agent?",
+    _q("q17", "9", "A durable step costs 2-30 ms. Does that matter for an agent?",
        "Yes, it makes agents slow.",
        "Against model calls of one to thirty seconds it is noise; what matters is that every model call and effect "
        "is a step, so replays do not re-burn tokens or repeat effects. Measure it: per-step cost against an "

@@ -9,7 +9,7 @@ with the course's own build (:func:`crashlab.grading.build.build_course`):
 - ``shared/`` -- the library, without the lesson answers (``crashlab/answers/lessonNN.py``) unless the
   instructor releases those of lessons up to NN with ``--answers-through NN`` (lesson 2's given agents build
   on lesson 1's answers; release them once lesson 1 is graded);
-- ``lesson-files/NN/`` -- for a lesson that runs earlier lessons' reference agents (lesson 8 runs 1 and 2's),
+- ``lesson-files/NN/`` -- for a lesson that runs earlier lessons' reference agents (lesson 9 runs 1 and 2's),
   those agents, when their answers are released; the Makefile points the library at them;
 - a learner's ``README.md``, a ``Makefile`` (``make setup``, ``make lab``, ``make check NB=...`` -- the
   self-check of :mod:`crashlab.grading.selfcheck`), ``environment.yml``, ``pyproject.toml`` and
