@@ -7,14 +7,26 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 UV_VERSION=0.13.9
 RESTATE_VERSION=$(cat shared/crashlab/engines/restate/SERVER_VERSION)  # the library's one pin, which the Makefiles read too
 
-# Python 3.11: $CRASHLAB_PYTHON, python3.11 on the PATH, or the distribution's package (Ubuntu 22.04).
+# Python 3.11, 3.11.5 or later (the pinned set's floor: soupsieve needs it): $CRASHLAB_PYTHON or python3.11 on
+# the PATH when recent enough, else a build that uv downloads into .python. Ubuntu 22.04's own python3.11 is
+# 3.11.0, too old; its python3 (3.10) is enough to install uv itself.
+recent() { "$1" -c 'import sys; sys.exit(not (3, 11, 5) <= sys.version_info[:3] < (3, 12))' 2> /dev/null; }
 PY=${CRASHLAB_PYTHON:-$(command -v python3.11 || true)}
-if [ -z "$PY" ] && command -v apt-get > /dev/null; then
-  apt-get -qq update > /dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get -qq install -y --no-install-recommends python3.11 python3.11-venv > /dev/null
-  PY=$(command -v python3.11 || true)
+if [ -z "$PY" ] || ! recent "$PY"; then
+  BOOT=$(command -v python3 || true)
+  if { [ -z "$BOOT" ] || ! "$BOOT" -m pip --version > /dev/null 2>&1; } && command -v apt-get > /dev/null; then
+    apt-get -qq update > /dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get -qq install -y --no-install-recommends python3 python3-pip > /dev/null
+    BOOT=$(command -v python3 || true)
+  fi
+  [ -n "$BOOT" ] || { echo "error: Python 3.11.5 or later is needed, and no python3 to fetch it with" >&2; exit 1; }
+  "$BOOT" -m pip install --quiet --disable-pip-version-check --target .uv-bootstrap "uv==$UV_VERSION"
+  export UV_PYTHON_INSTALL_DIR=$PWD/.python
+  .uv-bootstrap/bin/uv python install 3.11 \
+  || { echo "error: ${PY:-python3.11} is missing or older than 3.11.5, and uv could not download a Python 3.11" >&2; exit 1; }
+  PY=$(.uv-bootstrap/bin/uv python find --python-preference only-managed 3.11)
+  rm -rf .uv-bootstrap
 fi
-[ -n "$PY" ] || { echo "error: Python 3.11 is needed (choose Gradescope's Ubuntu 22.04 base image)" >&2; exit 1; }
 
 "$PY" -m venv .venv
 # Compiled up front (pip does it anyway; uv only when asked): the sandbox users that run student code cannot
@@ -40,3 +52,4 @@ for start in "$PWD/.venv/bin" "$(dirname "$(readlink -f .venv/bin/python)")"; do
   while [ "$d" != / ]; do chmod o+x "$d"; d=$(dirname "$d"); done
 done
 chmod -R o+rX shared .venv
+if [ -d .python ]; then chmod -R o+rX .python; fi
