@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import sys
 import textwrap
 import time
@@ -138,23 +139,36 @@ def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, soluti
 
 def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None = None,
              html_out: str | None = "crashlab-demo.html", force: bool = False, parallel: int = 2) -> int:
-    started = time.time()
-    results, failed, sections = [], False, []
+    started, load = time.time(), _load()
+    results, failed, sections, timelines = [], False, [], {}
+    # The page's timelines (a picture per row: minutes of matplotlib for the whole course) are drawn in another
+    # process as each matrix comes back, while the rest still run.
+    drawing = _drawing_pool() if html_out else None
     try:
         for lesson, spec, matrix in reference_matrices(jobs=jobs, solutions=solutions, parallel=parallel):
             print(fit(str(matrix)), flush=True)
             failed |= spec.get("expect") != "observe" and not matrix.ok
             results.append({"lesson": lesson, "title": spec["title"], **matrix.as_dict()})
             sections.append((f"{lesson[:2]} {spec['title']}", matrix, lesson))
+            if drawing is not None:
+                from crashlab.report import timeline_images
+
+                timelines[id(matrix)] = drawing.submit(timeline_images, sections[-1][0], matrix)
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if drawing is not None:
+            drawing.shutdown(wait=False, cancel_futures=sys.exc_info()[0] is not None)
     print("\n" + terminal_summary(sections))
     if html_out:
         from crashlab.report import write_report
 
-        print(f"wrote {write_report(html_out, sections, 'Durable agents: every lesson under the crash harness')}")
-    print(f"\ndemo finished in {time.time() - started:.0f} s")
+        drawn = {key: future.result() for key, future in timelines.items()}
+        print(f"wrote {write_report(html_out, sections, 'Durable agents: every lesson under the crash harness', drawn)}")
+    minutes, seconds = divmod(round(time.time() - started), 60)
+    print(f"\ndemo finished in {minutes} min {seconds} s on {os.cpu_count()} CPUs (load average {load} at the "
+          f"start, {_load()} at the end: other work on the machine makes every matrix slower)")
     if json_out:
         try:
             write_output(json_out, json.dumps(results, indent=2) + "\n", DEMO, force=force)
@@ -163,6 +177,23 @@ def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None 
             return 1
         print(f"wrote {json_out}")
     return 1 if failed else 0
+
+
+def _drawing_pool():
+    """One process for drawing the page's pictures: a new interpreter (no fork of this threaded one), one core at
+    most, beside matrices that mostly wait."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+
+
+def _load() -> str:
+    """The machine's one-minute load average, as the closing line shows it."""
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except OSError:  # not every system has one
+        return "unknown"
 
 
 WIDTH = 100  # the demo's terminal output fits a 100-column terminal (and a projected one)
