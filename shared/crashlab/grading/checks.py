@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.grading.answer_cells import write_answer_modules
 from crashlab.grading.isolation import Deadline, Isolation
 from crashlab.grading.references import copy_on_answers, lesson_references
@@ -44,7 +45,7 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline) -
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         out, err = process.communicate()
-    last_words = (err.decode(errors="replace").strip().splitlines() or [""])[-1][:300]
+    last_words = cut_at_word((err.decode(errors="replace").strip().splitlines() or [""])[-1], 300)
     for line in out.decode(errors="replace").splitlines():
         try:
             result = json.loads(line)
@@ -63,7 +64,7 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline) -
         else:
             passed = result.get("passed") is True
             graded.append(TestResult(meta["grade_id"], points if passed else 0.0, points,
-                                     str(result.get("feedback", ""))[:3000], "check"))
+                                     cut_at_word(str(result.get("feedback", "")), 3000), "check"))
     return graded
 
 
@@ -115,7 +116,8 @@ def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict 
     if score:
         output = f"{ok_rows}/{run} crash points clean (expected: {matrix.expectation}); all clean"
     else:
-        output = (f"not clean (expected: {matrix.expectation}): {run - ok_rows} of the {run} crash points run failed"
+        asks = f" -- the exercise asks: \"{check['stated']}\"" if check.get("stated") else ""
+        output = (f"not clean{asks} (expected: {matrix.expectation}): {run - ok_rows} of the {run} crash points run failed"
                   + (f", and the other {matrix.not_run} were not run" if matrix.not_run else "")
                   + "; any failing crash point scores 0 for this check")
     problems = matrix.problems()

@@ -32,6 +32,7 @@ import time
 import traceback
 from pathlib import Path
 
+from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.plumbing import sandbox as sandboxes
 from crashlab.grading import references
 from crashlab.grading.answer_cells import load_answer_cells, why_undefined
@@ -301,7 +302,8 @@ def feedback(exc: BaseException, source: str) -> str:
         if requirement:
             return f"a hidden check of requirement {requirement} failed: compare your answer with what the text says"
         return "a hidden check failed (it has no message: compare your answer with every requirement in the text)"
-    return f"{type(exc).__name__}{about}: {message}"[:1500]
+    return cut_at_word(f"{type(exc).__name__}{about}: {message}" if message else
+                       f"{type(exc).__name__}{about} (with no message)", 1500)
 
 
 def run_code(source: str, filename: str, namespace: dict) -> None:
