@@ -30,3 +30,17 @@ def test_misleading_feedback_is_refused(output):
 ])
 def test_feedback_in_words_passes(output):
     assert feedback_problems(output) == []
+
+
+@pytest.mark.parametrize("problem, hidden", [
+    ("before:model#1: crash point never reached (the agent failed first: exit code 1: X (a.py, line 3))",
+     "before:model#1: crash point never reached (the agent failed first: its output is not shown for runs on the "
+     "reference answers)"),
+    ("(no crash): the agent failed (exit code 1: NotImplementedError (order_agent.py, line 11))",
+     "(no crash): the agent failed (its output is not shown for runs on the reference answers)"),
+])
+def test_an_agent_words_hidden_keep_their_parentheses_paired(problem, hidden):
+    from crashlab.grading.checks import without_agent_words
+
+    assert without_agent_words(problem) == hidden
+    assert feedback_problems(hidden) == []

@@ -283,17 +283,19 @@ def hidden_lines(source: str) -> set[int]:
 
 
 def feedback(exc: BaseException, source: str) -> str:
-    """Words for a failed check: what was expected and what came back, never a hidden line of code."""
+    """Words for a failed check: what was expected and what came back, and the requirement whose check it was,
+    never a hidden line of code."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<check>"]
+    line = frames[-1].lineno if frames else None
+    requirement = requirement_at(source, line) if line and source else None
+    about = f" (requirement {requirement})" if requirement else ""
     student = getattr(exc, "__student__", None)
     if student:
         where = getattr(exc, "__where__", "")
-        return f"your code raised {student}" + (f" ({where})" if where and where not in student else "")
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<check>"]
-    line = frames[-1].lineno if frames else None
+        return (f"your code raised {student}" + (f" ({where})" if where and where not in student else "")
+                + (f", in the check of requirement {requirement}" if requirement else ""))
     hidden = line in hidden_lines(source) if line else True
     message = str(exc).strip()
-    requirement = requirement_at(source, line) if line else None
-    about = f" (requirement {requirement})" if requirement else ""
     if isinstance(exc, AssertionError):
         if message:
             return f"check failed{about}: {message}"
