@@ -349,6 +349,14 @@ def test_a_failure_path_row_with_a_duplicate_never_reads_clean_beside_its_fail()
     assert "cleanly" not in table[3] and "undone, 1 duplicate" in table[3] and table[3].rstrip().endswith("FAIL")
 
 
+def test_a_rows_problems_quoted_in_a_message_read_as_sentences():
+    row = Row("after:charge_card", True, {"charge": 2}, 1, 4, 0, True, 0.5,
+              problems=["after:charge_card: 2 charges (1 duplicate)", "after:charge_card: the resumed agent failed (x)"])
+    assert f"{row.problems}" == "after:charge_card: 2 charges (1 duplicate); after:charge_card: the resumed agent failed (x)"
+    assert str(AssertionError(row.problems)) == f"{row.problems}" and row.problems == list(row.problems)
+    assert json.loads(json.dumps(row.as_dict()))["problems"] == list(row.problems)
+
+
 @pytest.mark.parametrize("text, width", [("cannot reach the server (Os { code: 111, kind: ConnectionRefused })", 30),
                                           ("one two\nthree four five six", 16), ("short", 10),
                                           ("Averyveryverylongtokenwithoutanyspace", 12)])
