@@ -1,5 +1,6 @@
-"""What the whole suite shares: the scheduler that keeps a notebook's cells on one worker, the ``lesson_files``
-fixture (a master's files in a scratch folder), and the ``needs_restate`` marker (such a test skips, saying how
+"""What the whole suite shares: the scheduler that keeps a notebook's cells on one worker, the check of every
+feedback message the suite's gradings produce (:mod:`feedback_guard`), the ``lesson_files`` fixture (a master's
+files in a scratch folder), and the ``needs_restate`` marker (such a test skips, saying how
 to install the server, where `make setup` could not).
 
 One pool of two workers for the whole suite: the tests and nbval over the masters.
@@ -13,6 +14,10 @@ gradings on one worker; this scheduler groups by notebook only.
 
 import pytest
 from xdist.scheduler import LoadScopeScheduling
+
+import feedback_guard
+
+feedback_guard.install()  # before any test module imports the grader's functions
 
 
 class NotebookScopeScheduling(LoadScopeScheduling):
@@ -40,6 +45,18 @@ def pytest_runtest_setup(item):
         from restate_or_skip import restate_or_skip
 
         restate_or_skip()
+
+
+@pytest.fixture(autouse=True)
+def feedback_names_the_mistake():
+    """Every feedback message a test's gradings produced, checked after the test (see :mod:`feedback_guard`)."""
+    feedback_guard.take_produced()
+    yield
+    bad = [(output, problems) for output in feedback_guard.take_produced()
+           if (problems := feedback_guard.feedback_problems(output))]
+    if bad:
+        pytest.fail("feedback a learner would be misled by:\n" + "\n".join(
+            f"- {'; '.join(problems)}\n  in: {output[:1500]}" for output, problems in bad), pytrace=False)
 
 
 @pytest.fixture

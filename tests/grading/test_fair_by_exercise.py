@@ -76,7 +76,8 @@ def test_a_syntax_error_costs_only_its_exercise_and_says_where(tmp_path):
     report, tests = grade(master_with(ex1_predict=broken), tmp_path)
     assert_only_lost(tests, "ex1_predict_checks")
     words = tests["ex1_predict_checks"].output
-    assert "SyntaxError" in words and "answer cell 'ex1_predict', line 3" in words, words
+    assert words.startswith("a syntax error") and "answer cell 'ex1_predict', line 3" in words, words
+    assert "SyntaxError" in words, words
     assert "NameError" not in words and module_name("ex1_predict") not in words and "/tmp" not in words, words
 
 

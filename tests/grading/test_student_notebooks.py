@@ -17,6 +17,7 @@ import pytest
 from nbclient import NotebookClient
 
 from crashlab.course.notebooks import QUIET_KERNEL, is_answer_cell, is_test_cell
+from crashlab.lessons.notebook import VISIBLE_CHECK
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDENT_NOTEBOOKS = sorted((ROOT / "course").glob("*.ipynb"))
@@ -58,12 +59,16 @@ def test_run_all_on_an_unanswered_notebook_stops_each_demonstration_in_one_line(
             assert not [o for o in cell.outputs if o.get("output_type") != "error"], f"{where} printed before stopping"
         elif errors:
             assert is_answer_cell(cell) or is_test_cell(cell) or "raises-exception" in tags(cell), where
+        if VISIBLE_CHECK.match(cell.source) and errors:  # one line (and the check's line), never a traceback
+            assert len(errors) == 1 and len(errors[0]["traceback"]) <= 2, f"{where}: {errors[0]['traceback']}"
+            assert "Traceback" not in "".join(errors[0]["traceback"]), f"{where}: {errors[0]['traceback']}"
     # nothing of the lesson's writing lands beside the notebook: it goes into the lesson's folder
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [path.stem]
 
 
 def test_a_demonstration_runs_once_its_exercise_passed_and_not_before(tmp_path):
-    """The guard itself, in a real kernel: failing checks, then passing checks, then a file still a stub."""
+    """The guard itself, in a real kernel: failing checks, then passing checks, then a file still a stub; and
+    what the checks say: a placeholder's NotImplementedError in one line, a pass in one line."""
     cells = ["from crashlab.lessons.notebook import needs_exercise",
              "# Exercise 1: visible checks\nassert False, 'not yet'",
              "needs_exercise(1)\nprint('ran')",
@@ -72,12 +77,19 @@ def test_a_demonstration_runs_once_its_exercise_passed_and_not_before(tmp_path):
              "_ = open('stub.py', 'w').write('def f():\\n    # YOUR CODE HERE\\n    raise NotImplementedError()\\n')",
              "needs_exercise(2, written='stub.py')",
              "_ = open('stub.py', 'w').write('def f():\\n    return 1\\n')",
-             "needs_exercise(2, written='stub.py')\nprint('ran 2')"]
+             "needs_exercise(2, written='stub.py')\nprint('ran 2')",
+             "def undo_key(order_id):\n    # YOUR CODE HERE\n    raise NotImplementedError()",
+             "# Exercise 3: visible checks\nassert undo_key('ORD-1')",
+             "undo_key('ORD-1')"]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     NotebookClient(nb, timeout=60, kernel_name="python3", allow_errors=True, extra_arguments=QUIET_KERNEL,
                    resources={"metadata": {"path": str(tmp_path)}}).execute(cwd=str(tmp_path))
     said = [(o.get("ename") or o.get("text", "").strip()) for c in nb.cells for o in c.outputs]
-    assert said == ["AssertionError", "FinishExerciseFirst", "ran", "FinishExerciseFirst", "ran 2"], said
+    passed = "exercise 1: the visible checks passed (grading also runs hidden checks)"
+    assert said == ["AssertionError", "FinishExerciseFirst", passed, "ran", "FinishExerciseFirst", "ran 2",
+                    "NotImplementedError", "NotImplementedError"], said
+    assert nb.cells[10].outputs[0]["traceback"] == ["exercise 3 not answered yet: `undo_key` raises NotImplementedError"]
+    assert len(nb.cells[11].outputs[0]["traceback"]) > 1, "outside a check it is an ordinary traceback"
     assert "did not pass yet" in nb.cells[2].outputs[0]["evalue"]
     # a failed check shows its message and its line, not the frames of helpers in between
     assert nb.cells[1].outputs[0]["traceback"] == ["AssertionError: not yet",

@@ -21,6 +21,7 @@ from crashlab.harness import (BASELINE, EXPECTATIONS, Matrix, ProcessRun, Row, c
                               resolve_points)
 from crashlab.harness.launcher import LauncherError
 from crashlab.crash_points import default_points
+from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.order import ORDER_ID
 
 AGENTS = Path(__file__).parents[1] / "agents"
@@ -336,6 +337,38 @@ def test_matrix_verdicts_and_text():
     assert "- after:send_confirmation: 2 confirmations (1 duplicate)" in text
     observe = synthetic_matrix("observe").table().splitlines()
     assert "verdict" not in observe[0] and len(observe) == 5
+
+
+def test_a_failure_path_row_with_a_duplicate_never_reads_clean_beside_its_fail():
+    """The audit nets a refund sent twice to zero ("cleanly undone"); the table must not print that next to FAIL."""
+    twice = Row("after:refund_charge", True, {"charge": 1, "refund": 2}, 1, 3, 0, True, 0.5,
+                problems=["after:refund_charge: 2 refunds (1 duplicate)"], verdict="cleanly undone")
+    clean = Row(BASELINE, True, {"charge": 1, "refund": 1}, 0, 3, 0, True, None, verdict="cleanly undone")
+    table = Matrix(str(NAIVE), ORDER_ID, "durable", [clean, twice], 1.0, fail="reserve_item").table().splitlines()
+    assert "cleanly undone" in table[2] and table[2].rstrip().endswith("ok")
+    assert "cleanly" not in table[3] and "undone, 1 duplicate" in table[3] and table[3].rstrip().endswith("FAIL")
+
+
+def test_a_rows_problems_quoted_in_a_message_read_as_sentences():
+    row = Row("after:charge_card", True, {"charge": 2}, 1, 4, 0, True, 0.5,
+              problems=["after:charge_card: 2 charges (1 duplicate)", "after:charge_card: the resumed agent failed (x)"])
+    assert f"{row.problems}" == "after:charge_card: 2 charges (1 duplicate); after:charge_card: the resumed agent failed (x)"
+    assert str(AssertionError(row.problems)) == f"{row.problems}" and row.problems == list(row.problems)
+    assert json.loads(json.dumps(row.as_dict()))["problems"] == list(row.problems)
+
+
+@pytest.mark.parametrize("text, width", [("cannot reach the server (Os { code: 111, kind: ConnectionRefused })", 30),
+                                          ("one two\nthree four five six", 16), ("short", 10),
+                                          ("Averyveryverylongtokenwithoutanyspace", 12)])
+def test_a_bounded_message_is_cut_after_a_whole_word(text, width):
+    cut = cut_at_word(text, width)
+    assert len(cut) <= width
+    if len(text) <= width:
+        assert cut == text
+    else:
+        kept = cut.removesuffix(" [...]")
+        assert cut.endswith(" [...]") and text.startswith(kept)
+        assert " " not in kept or text[len(kept)] in " \n", f"cut inside a word: {cut!r}"
 
 
 def test_matrix_write_json_round_trips(tmp_path):

@@ -9,12 +9,14 @@ from __future__ import annotations
 import httpx
 
 from crashlab.errors import HOW_TO_START
+from crashlab.plumbing.tracebacks import cut_at_word
 
 TLS = httpx.create_ssl_context()
 
 
 def one_line(text: str, limit: int = 200) -> str:
-    return " ".join(str(text).split())[:limit]
+    """``text`` on one line, bounded after a whole word (an error cut mid-token reads as another error)."""
+    return cut_at_word(" ".join(str(text).split()), limit)
 
 
 __all__ = ["HOW_TO_START", "TLS", "one_line"]

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.grading.classroom import exercises
 from crashlab.course.notebooks import repo_root
 from crashlab.grading.submissions import lesson_master, masters_by_lesson, notebooks_in, read_own, unreadable
@@ -207,7 +208,7 @@ class Runner:
         result = read_result(out) if code == 0 else None
         if result is None:
             return "interrupted" if code in (130, -signal.SIGTERM) else \
-                f"the grading failed (exit {code}: {(said or ['no output'])[-1][:200]}); run the batch again to retry"
+                f"the grading failed (exit {code}: {cut_at_word((said or ['no output'])[-1], 200)}); run the batch again to retry"
         out.unlink(missing_ok=True)
         log.unlink(missing_ok=True)
         return result

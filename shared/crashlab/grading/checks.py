@@ -9,8 +9,11 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Callable
 
+from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.grading.answer_cells import write_answer_modules
 from crashlab.grading.isolation import Deadline, Isolation
 from crashlab.grading.references import copy_on_answers, lesson_references
@@ -21,7 +24,10 @@ from crashlab.course.metadata import lesson_meta
 JUDGE_SETUP_TAG = "judge-setup"
 
 
-def judge_checks(master, submission, isolation: Isolation, deadline: Deadline) -> list[TestResult]:
+def judge_checks(master, submission, isolation: Isolation, deadline: Deadline,
+                 on_result: Callable[[str, bool], None] | None = None) -> list[TestResult]:
+    """Run the master's checks in the judge; ``on_result(name, passed)`` is told each one as the judge finishes
+    it (a lesson's checks take minutes on a loaded machine: the command line says so as they come)."""
     tests = [c for c in master.cells if c.cell_type == "code" and is_test_cell(c)]
     if not tests:
         return []
@@ -39,12 +45,8 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline) -
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                start_new_session=True)
     results: dict[str, dict] = {}
-    try:
-        out, err = process.communicate(json.dumps(job).encode(), timeout=max(1.0, deadline.left()))
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        out, err = process.communicate()
-    last_words = (err.decode(errors="replace").strip().splitlines() or [""])[-1][:300]
+    out, err = _talk_to_judge(process, json.dumps(job).encode(), deadline, on_result)
+    last_words = cut_at_word((err.decode(errors="replace").strip().splitlines() or [""])[-1], 300)
     for line in out.decode(errors="replace").splitlines():
         try:
             result = json.loads(line)
@@ -63,20 +65,58 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline) -
         else:
             passed = result.get("passed") is True
             graded.append(TestResult(meta["grade_id"], points if passed else 0.0, points,
-                                     str(result.get("feedback", ""))[:3000], "check"))
+                                     cut_at_word(str(result.get("feedback", "")), 3000), "check"))
     return graded
 
 
+def _talk_to_judge(process: subprocess.Popen, job: bytes, deadline: Deadline,
+                   on_result: Callable[[str, bool], None] | None) -> tuple[bytes, bytes]:
+    """Send the job, read the judge's results line by line as they come (telling ``on_result``), and stop it at
+    the deadline. Its stdout and stderr, whole."""
+    out, err = [], []
+
+    def read_results() -> None:
+        for line in process.stdout:
+            out.append(line)
+            if on_result is not None:
+                try:
+                    result = json.loads(line)
+                    on_result(str(result["name"]), result.get("passed") is True)
+                except (ValueError, KeyError, TypeError):
+                    pass
+
+    readers = [threading.Thread(target=read_results, daemon=True),
+               threading.Thread(target=lambda: err.append(process.stderr.read()), daemon=True)]
+    for reader in readers:
+        reader.start()
+    try:
+        process.stdin.write(job)
+        process.stdin.close()
+    except BrokenPipeError:
+        pass  # the judge died at once: its stderr says why
+    try:
+        process.wait(timeout=max(1.0, deadline.left()))
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    for reader in readers:
+        reader.join()
+    return b"".join(out), b"".join(err)
+
+
 # How the harness quotes an agent's last words in a verdict (crashlab.harness.matrix and .verdicts).
-_AGENT_WORDS = re.compile(r"(the agent failed first: |the (?:resumed )?agent failed \().*?(\)*)$")
+_AGENT_WORDS = re.compile(r"(the agent failed first: |the (?:resumed )?agent failed \().*$")
 
 
 def without_agent_words(problem: str) -> str:
     """A verdict line without what the agent said. An agent run on the master's answers to the exercises it
     builds on could read them beside it and say them in its last words: for those runs only the facts the
-    world saw come back."""
-    return _AGENT_WORDS.sub(lambda m: m.group(1) + "its output is not shown for runs on the reference answers"
-                            + m.group(2), problem)
+    world saw come back. The parentheses the line opened before those words are closed again, once each."""
+    def hidden(found: re.Match) -> str:
+        before = problem[:found.start()] + found.group(1)
+        return found.group(1) + "its output is not shown for runs on the reference answers" + \
+            ")" * max(0, before.count("(") - before.count(")"))
+    return _AGENT_WORDS.sub(hidden, problem)
 
 
 def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict | None = None,
@@ -115,7 +155,10 @@ def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict 
     if score:
         output = f"{ok_rows}/{run} crash points clean (expected: {matrix.expectation}); all clean"
     else:
-        output = (f"not clean (expected: {matrix.expectation}): {run - ok_rows} of the {run} crash points run failed"
+        stated = check.get("stated") or ""
+        asks = f" -- the exercise asks: \"{stated}\"" if stated else ""
+        expected = "" if "expected" in stated.lower() else f" (expected: {matrix.expectation})"  # said once
+        output = (f"not clean{asks}{expected}: {run - ok_rows} of the {run} crash points run failed"
                   + (f", and the other {matrix.not_run} were not run" if matrix.not_run else "")
                   + "; any failing crash point scores 0 for this check")
     problems = matrix.problems()

@@ -169,12 +169,11 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
         uses = lesson_meta(master).get("uses_lessons", [])
         if uses:
             isolation.give_lesson_files(uses, solutions)
-        checks = sum(1 for c in master.cells if c.cell_type == "code" and is_test_cell(c))
-        say(f"judging your answers: {checks} check(s)")
-        judged = judge_checks(master, nb, isolation, limit)
-        report.tests += judged
-        for test in judged:
-            say(f"  {test.name}: {test.score:g}/{test.max_score:g}")
+        points = {grade_id(c): float(nbgrader_meta(c)["points"]) for c in master.cells
+                  if c.cell_type == "code" and is_test_cell(c)}
+        say(f"judging your answers: {len(points)} check(s), each said as it ends")
+        report.tests += judge_checks(master, nb, isolation, limit, on_result=lambda name, passed: say(
+            f"  {name}: {points.get(name, 0) if passed else 0:g}/{points.get(name, 0):g}"))
         isolation.kill_everything()
         isolation.take_lesson_files_back()
         os.environ.clear()

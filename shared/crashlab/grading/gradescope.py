@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.grading.classroom import exercises
 from crashlab.grading.grade import grade_notebook
 from crashlab.grading.report import GradingError
@@ -73,7 +74,7 @@ def grade_submission(submission: Path, solutions: Path, deadline: float = 900.0)
             output.append(f"{master.name}: not graded ({exc})")
             continue
         except Exception as exc:  # a fault of the grader's: the results file is still written, and says so
-            why = f"the grader failed on this notebook ({type(exc).__name__}: {str(exc)[:300]}); tell your instructor"
+            why = f"the grader failed on this notebook ({type(exc).__name__}: {cut_at_word(str(exc), 300)}); tell your instructor"
             tests += zero_tests(master, why)
             output.append(f"{master.name}: {why}")
             continue

@@ -32,6 +32,7 @@ import time
 import traceback
 from pathlib import Path
 
+from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.plumbing import sandbox as sandboxes
 from crashlab.grading import references
 from crashlab.grading.answer_cells import load_answer_cells, why_undefined
@@ -282,17 +283,19 @@ def hidden_lines(source: str) -> set[int]:
 
 
 def feedback(exc: BaseException, source: str) -> str:
-    """Words for a failed check: what was expected and what came back, never a hidden line of code."""
+    """Words for a failed check: what was expected and what came back, and the requirement whose check it was,
+    never a hidden line of code."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<check>"]
+    line = frames[-1].lineno if frames else None
+    requirement = requirement_at(source, line) if line and source else None
+    about = f" (requirement {requirement})" if requirement else ""
     student = getattr(exc, "__student__", None)
     if student:
         where = getattr(exc, "__where__", "")
-        return f"your code raised {student}" + (f" ({where})" if where and where not in student else "")
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<check>"]
-    line = frames[-1].lineno if frames else None
+        return (f"your code raised {student}" + (f" ({where})" if where and where not in student else "")
+                + (f", in the check of requirement {requirement}" if requirement else ""))
     hidden = line in hidden_lines(source) if line else True
     message = str(exc).strip()
-    requirement = requirement_at(source, line) if line else None
-    about = f" (requirement {requirement})" if requirement else ""
     if isinstance(exc, AssertionError):
         if message:
             return f"check failed{about}: {message}"
@@ -301,7 +304,8 @@ def feedback(exc: BaseException, source: str) -> str:
         if requirement:
             return f"a hidden check of requirement {requirement} failed: compare your answer with what the text says"
         return "a hidden check failed (it has no message: compare your answer with every requirement in the text)"
-    return f"{type(exc).__name__}{about}: {message}"[:1500]
+    return cut_at_word(f"{type(exc).__name__}{about}: {message}" if message else
+                       f"{type(exc).__name__}{about} (with no message)", 1500)
 
 
 def run_code(source: str, filename: str, namespace: dict) -> None:

@@ -17,6 +17,8 @@ import sys
 
 import nbformat
 
+from crashlab.plumbing.tracebacks import cut_at_word
+
 
 def main() -> int:
     from nbclient import NotebookClient
@@ -36,7 +38,7 @@ def main() -> int:
         print("the kernel died while running the notebook; cells after that point were not run", file=sys.stderr)
         status = 3
     except Exception as exc:  # noqa: BLE001 -- a kernel that would not start, a timeout it could not interrupt
-        print(f"the notebook did not run to the end ({type(exc).__name__}: {str(exc)[:200]})", file=sys.stderr)
+        print(f"the notebook did not run to the end ({type(exc).__name__}: {cut_at_word(str(exc), 200)})", file=sys.stderr)
         status = 3
     if len(sys.argv) > 4:
         nbformat.write(nb, sys.argv[4])

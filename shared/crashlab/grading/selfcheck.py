@@ -30,6 +30,7 @@ from pathlib import Path
 
 import nbformat
 
+from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.grading.build import SKIP_WHEN_GRADING_TAG, USES_ANSWERS_TAG
 from crashlab.grading.checks import score_matrix_check
 from crashlab.grading.grade import read_submission
@@ -112,7 +113,7 @@ def visible_check_result(cell, nb, workdir: Path) -> TestResult:
         why = f"exercise {exercise} is not answered yet: " + "; ".join(missing)
     elif errors:
         error = errors[0]
-        why = f"{error.get('ename', 'error')}: {str(error.get('evalue', '')).strip()[:500]}".rstrip(": ")
+        why = f"{error.get('ename', 'error')}: {cut_at_word(str(error.get('evalue', '')).strip(), 500)}".rstrip(": ")
     else:
         why = "this check did not run (the notebook stopped before it: see the notes)"
     return TestResult(name, 0.0, points, why, "cell")

@@ -29,6 +29,8 @@ import threading
 import time
 from pathlib import Path
 
+from crashlab.plumbing.tracebacks import cut_at_word
+
 DEFAULT_PRELOAD = ("anthropic", "httpx", "crashlab.agent")
 
 
@@ -112,7 +114,7 @@ class WarmLauncher:
     def _last_words(self) -> str:
         self._log.seek(0)
         lines = self._log.read().decode(errors="replace").strip().splitlines()
-        return lines[-1][:300] if lines else ""
+        return cut_at_word(lines[-1], 300) if lines else ""
 
     def _read_replies(self) -> None:
         with os.fdopen(self._rep_read, "r") as replies:

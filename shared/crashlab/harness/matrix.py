@@ -208,8 +208,8 @@ class Matrix:
         lines = []
         for row in self.rows:
             cells = [row.point, "yes" if row.reached else "NO", str(row.duplicates), str(row.model_calls),
-                     str(row.repeated_model_calls),
-                     (row.verdict or "-") if self.fail is not None else "yes" if row.finished else "NO",
+                     str(row.repeated_model_calls), self._outcome(row) if self.fail is not None
+                     else "yes" if row.finished else "NO",
                      "-" if row.recovery_s is None else f"{row.recovery_s:5.2f} s"]
             if self.expect != "observe":
                 cells.append("ok" if row.ok else "FAIL")
@@ -219,6 +219,14 @@ class Matrix:
         out = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
         out += [fmt.format(*cells) for cells in lines]
         return "\n".join(out)
+
+    def _outcome(self, row: Row) -> str:
+        """The failure path's outcome as a reader takes it in beside the verdict: the audit nets a refund sent twice
+        to zero and calls that "cleanly undone", which must not stand next to FAIL as if it were clean."""
+        verdict = row.verdict or "-"
+        if verdict == "cleanly undone" and row.duplicates:
+            return f"undone, {row.duplicates} duplicate{'s' if row.duplicates != 1 else ''}"
+        return verdict
 
     def __str__(self) -> str:
         title = f"{Path(self.agent).name} on {self.order_id} -- expected: {self.expectation}"

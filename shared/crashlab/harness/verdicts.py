@@ -28,6 +28,14 @@ BASELINE = "(no crash)"
 
 
 
+class Problems(list):
+    """A row's problems: a list of sentences, said as sentences when a check quotes it (``f"... {row.problems}"``
+    printed ``['after:charge_card: ...']``, the list's brackets and quotes around the words)."""
+
+    def __str__(self) -> str:
+        return "; ".join(self) if self else "no problems"
+
+
 @dataclass
 class Row:
     point: str
@@ -42,6 +50,9 @@ class Row:
     runs: list[ProcessRun] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     verdict: str | None = None  # through the failure path: the audit's verdict (finished = cleanly undone)
+
+    def __post_init__(self) -> None:
+        self.problems = Problems(self.problems)
 
     @property
     def ok(self) -> bool:

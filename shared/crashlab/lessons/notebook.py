@@ -6,6 +6,9 @@
   exercise to finish first, instead of waiting minutes on an agent that cannot work and ending in an
   engine's traceback. It trusts the exercise's own visible checks: an exercise is ready once the cell
   starting ``# Exercise N: visible check`` has run without an error in this kernel.
+* The visible checks themselves answer in one line: that they passed, that the exercise is not answered
+  yet (its placeholder still raises ``NotImplementedError``), or what a failed check says -- never a
+  traceback through the helpers between the cell and the learner's code, and never silence on success.
 """
 
 from __future__ import annotations
@@ -73,11 +76,14 @@ def unwritten(path: str | os.PathLike) -> str | None:
 
 
 def note_visible_checks(result) -> None:
-    """IPython ``post_run_cell`` hook: remember whether each exercise's visible checks passed."""
+    """IPython ``post_run_cell`` hook: remember whether each exercise's visible checks passed, and say so when
+    they did (no output at all is a poor sign of success)."""
     cell = (getattr(result.info, "raw_cell", None) or "").lstrip()
     found = VISIBLE_CHECK.match(cell)
     if found:
         _checks_passed[int(found.group(1))] = bool(result.success)
+        if result.success:
+            print(f"exercise {found.group(1)}: the visible checks passed (grading also runs hidden checks)")
 
 
 def watch_visible_checks() -> bool:
@@ -91,7 +97,7 @@ def watch_visible_checks() -> bool:
         return False
     if not getattr(shell, "_crashlab_watches_checks", False):
         shell.events.register("post_run_cell", note_visible_checks)
-        shell.set_custom_exc((AssertionError,), short_assertion)
+        shell.set_custom_exc((AssertionError, NotImplementedError), short_assertion)
         shell._crashlab_watches_checks = True
     return True
 
@@ -101,13 +107,26 @@ CELL_FILE = re.compile(r"ipykernel_\d+/\d+\.py$|^<ipython-input-")
 
 def short_assertion(shell, etype, value, tb, tb_offset=None) -> list[str]:
     """How IPython shows an AssertionError in a lesson: a failed check says what is wrong in its message,
-    so show that and the cell's line that failed -- not the frames of the helpers in between."""
-    lines = [f"{etype.__name__}: {value}"]
-    failed = next(((frame.f_code.co_filename, lineno) for frame, lineno in traceback.walk_tb(tb)
+    so show that and the cell's line that failed -- not the frames of the helpers in between. A
+    ``NotImplementedError`` in an exercise's visible checks is an exercise not answered yet, said in one line;
+    anywhere else it keeps its whole traceback."""
+    frames = list(traceback.walk_tb(tb))
+    failed = next(((frame.f_code.co_filename, lineno) for frame, lineno in frames
                    if CELL_FILE.search(frame.f_code.co_filename)), None)  # the cell that ran, not a helper's
+    check = VISIBLE_CHECK.match(linecache.getline(failed[0], 1).strip()) if failed else None
+    if issubclass(etype, NotImplementedError):
+        if check is None:
+            shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+            return []
+        raiser = frames[-1][0].f_code.co_name if frames else ""
+        what = f"`{raiser}` raises NotImplementedError" if raiser and raiser != "<module>" else \
+            "its placeholder still raises NotImplementedError"
+        lines = [f"exercise {check.group(1)} not answered yet: {what}" + (f" ({value})" if str(value) else "")]
+        shell._showtraceback(etype, value, lines)
+        return lines
+    lines = [f"{etype.__name__}: {value}"]
     if failed:
         code = linecache.getline(*failed).strip()
-        check = VISIBLE_CHECK.match(linecache.getline(failed[0], 1).strip())
         where = f"exercise {check.group(1)}'s visible checks, " if check else ""
         if code:
             lines.append(f"  ({where}the cell's line {failed[1]}: {code})")

@@ -15,6 +15,7 @@ import re
 import time
 from pathlib import Path
 
+from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.engines.restate.client import ENDPOINT_FILE, admin_sql, journal_names, sql_quoted
 
 SERVICE_NAME = re.compile(r"Order_[A-Za-z0-9_]{1,64}")
@@ -81,9 +82,9 @@ def step_result(admin_url: str, invocation_id: str, name: str):
 
 
 def last_line(text: str, limit: int = 300) -> str:
-    """The last non-empty line of a process's output, cut at ``limit`` characters."""
+    """The last non-empty line of a process's output, bounded at ``limit`` characters after a whole word."""
     lines = text.strip().splitlines()
-    return lines[-1][:limit] if lines else ""
+    return cut_at_word(lines[-1], limit) if lines else ""
 
 
 def wait_for_status(admin_url: str, world, status: str, process=None, timeout: float = 30.0) -> dict:

@@ -45,4 +45,16 @@ def failure_words(stderr: str, returncode: int | None = None) -> str:
     return head + (f": {said}" if said else "") + (f" ({where})" if where else "")
 
 
-__all__ = ["is_students_file", "failure_words"]
+def cut_at_word(text: str, width: int, placeholder: str = " [...]") -> str:
+    """``text`` bounded at ``width`` characters, cut after a whole word and marked with ``placeholder``: a message
+    cut mid-token (``Os { code: 11``) reads as a different error. Unlike :func:`textwrap.shorten` it keeps the
+    text's own line breaks, so a multi-line verdict stays one item a line."""
+    text = str(text)
+    if len(text) <= width:
+        return text
+    room = max(0, width - len(placeholder))
+    cut = max(text.rfind(" ", 0, room + 1), text.rfind("\n", 0, room + 1))
+    return (text[:cut] if cut > 0 else text[:room]).rstrip() + placeholder
+
+
+__all__ = ["is_students_file", "failure_words", "cut_at_word"]

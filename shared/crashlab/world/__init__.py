@@ -18,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.envnames import ENV_MODEL_URL, ENV_PRIVATE_DIR, ENV_SERVICES_URL, ENV_STATE_DIR
 from crashlab.order import ORDER_ID, check_order_id
 from crashlab.plumbing.processes import kill_group, kill_groups, read_line, signal_group
@@ -273,7 +274,7 @@ class World:
         except httpx.HTTPError as exc:
             raise WorldError(f"the world at {self.url} did not answer ({type(exc).__name__})") from None
         if reply.status_code != 200:
-            raise WorldError(f"the world refused {method} /_admin/{path}: {reply.status_code} {reply.text[:200]}")
+            raise WorldError(f"the world refused {method} /_admin/{path}: {reply.status_code} {cut_at_word(reply.text, 200)}")
         return reply.json()
 
     def arm_crash(self, point: str | None, order_id: str = ORDER_ID, run=None) -> None:

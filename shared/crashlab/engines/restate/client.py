@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 
+from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.errors import AgentError
 from crashlab.plumbing.chosen_once import chosen_once
 from crashlab.plumbing.ports import free_port, port_taken
@@ -49,7 +50,7 @@ def register_deployment(admin_url: str, endpoint_url: str, *, force: bool = Fals
         raise RestateUnavailable(f"cannot reach the Restate admin API at {admin_url} ({type(exc).__name__})") from None
     if reply.status_code not in (200, 201):
         raise RestateUnavailable(f"registering {endpoint_url} at {admin_url} failed: {reply.status_code} "
-                                 f"{' '.join(reply.text.split())[:300]}")
+                                 f"{cut_at_word(' '.join(reply.text.split()), 300)}")
     return reply.json()
 
 
@@ -115,7 +116,7 @@ def admin_sql(admin_url: str, query: str, timeout: float = 10.0) -> list[dict]:
     except httpx.HTTPError as exc:
         raise RestateUnavailable(f"cannot reach the Restate admin API at {admin_url} ({type(exc).__name__})") from None
     if reply.status_code != 200:
-        raise RestateUnavailable(f"the query failed: {reply.status_code} {' '.join(reply.text.split())[:300]}")
+        raise RestateUnavailable(f"the query failed: {reply.status_code} {cut_at_word(' '.join(reply.text.split()), 300)}")
     return reply.json()["rows"]
 
 
@@ -140,7 +141,7 @@ def stuck_reason(admin_url: str, invocation_id: str) -> str | None:
     code = row.get("last_failure_error_code")
     if not failure or row.get("status") == "completed":
         return None
-    first = " ".join(failure.split("Traceback")[0].split())[:400]  # the message, not the endpoint's traceback
+    first = cut_at_word(" ".join(failure.split("Traceback")[0].split()), 800)  # the message, not the traceback
     if "NotImplementedError" in failure:
         return f"its code is not finished: a `raise NotImplementedError()` is still in it ({first})"
     if str(code) in ("570", "571") or "mismatch" in failure.lower():

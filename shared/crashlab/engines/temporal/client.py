@@ -8,6 +8,7 @@ import os
 import uuid
 from pathlib import Path
 
+from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.envnames import state_dir
 from crashlab.errors import AgentError
 from crashlab.plumbing.chosen_once import chosen_once
@@ -28,6 +29,15 @@ def temporal_address() -> str:
 
 class TemporalUnavailable(AgentError):
     """The Temporal server cannot be reached. An agent prints this as one line and exits 2."""
+
+
+def connect_error(exc: BaseException) -> str:
+    """Why a connection failed, in words: the SDK's error is a nested Rust debug string
+    (``ConnectError("tcp connect error", Os { code: 111, ... })``) that means "connection refused"."""
+    said = " ".join(str(exc).split())
+    if "ConnectionRefused" in said or "Connection refused" in said:
+        return "connection refused: nothing listens there"
+    return cut_at_word(said, 300) or "timed out"
 
 
 def namespace_for(state_dir: str | os.PathLike, timeout: float = 10.0) -> str:
@@ -71,8 +81,8 @@ async def connect(namespace: str | None = None, *, address: str | None = None, t
     try:
         client = await asyncio.wait_for(Client.connect(address, namespace=namespace), timeout)
     except (asyncio.TimeoutError, RuntimeError, RPCError) as exc:
-        raise TemporalUnavailable(f"cannot reach the Temporal server at {address} ({str(exc).strip()[:160] or 'timed out'})"
-                                  f"; is it running? {HOW_TO_START}") from None
+        raise TemporalUnavailable(f"cannot reach the Temporal server at {address} ({connect_error(exc)}); is it "
+                                  f"running? {HOW_TO_START}") from None
     if namespace != "default":
         from google.protobuf.duration_pb2 import Duration
         from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest

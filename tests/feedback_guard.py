@@ -1,0 +1,94 @@
+"""Every feedback message the suite's own gradings produce is checked as it is produced, at no extra cost.
+
+The known-wrong answers, the stubs and the cheats in tests/lessons/ and tests/grading/ already go through the grader
+(``grade_notebook``, ``judge_checks``, ``score_matrix_check``); :func:`install` wraps those three so that each
+outermost call hands its results' feedback to :func:`feedback_problems`, and the test that produced a message fails
+(at its teardown, naming the message) when the message shows the grader's internals, is empty, says an exception
+with nothing after its colon, or was cut in the middle of something. No grading is added: only those that run
+anyway are read. Gradings made by a subprocess (the command line, the bundle, a batch) are not seen here.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+
+# The grader's folders and modules, importlib's frames, the library's own files: none of them is the student's.
+INTERNALS = re.compile(r"/tmp/crashlab-|crashlab-(grade|rows|private)-|site-packages|shared/crashlab|"
+                       r"_notebook_answers\.py|<frozen |_bootstrap|\bsubject\.py|\bjudge\.py")
+# ``NotImplementedError:`` with nothing after it: an exception named and its message left empty.
+EMPTY_EXCEPTION = re.compile(r"\b[A-Z]\w*(Error|Exception):\s*($|[)\]]|\([\w.-]+\.py, line \d+\))", re.MULTILINE)
+CUT_MARK = "[...]"  # how a bounded message says it was cut (crashlab.plumbing.tracebacks.cut_at_word)
+PAIRS = ("()", "{}", "[]")
+QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
+
+_produced: list[str] = []
+_depth = threading.local()
+
+
+def feedback_problems(output: str) -> list[str]:
+    """What is wrong with one check's feedback, in words; [] when nothing is."""
+    if not output.strip():
+        return ["an exercise with no feedback at all"]
+    problems = []
+    found = INTERNALS.search(output)
+    if found:
+        problems.append(f"a grader internal ({found.group(0)!r})")
+    found = EMPTY_EXCEPTION.search(output)
+    if found:
+        problems.append(f"an exception with an empty message ({found.group(0).strip()!r})")
+    for line in output.splitlines():
+        if CUT_MARK in line:
+            continue  # cut after a whole word, and marked as cut
+        line = QUOTED.sub("", line)  # a quoted '(' is a character named, not a pair opened
+        for opening, closing in PAIRS:
+            if line.count(opening) != line.count(closing):
+                problems.append(f"cut in the middle of a {opening}{closing} pair: {line.strip()!r}")
+                break
+        if line.count("`") % 2:
+            problems.append(f"cut in the middle of a `quoted` name: {line.strip()!r}")
+    return problems
+
+
+def _outputs(result) -> list[str]:
+    tests = getattr(result, "tests", None)
+    if tests is not None:  # a GradeReport
+        return [t.output for t in tests]
+    if isinstance(result, list):  # judge_checks
+        return [t.output for t in result]
+    return [result.output]  # one TestResult
+
+
+def _recording(function):
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        _depth.value = getattr(_depth, "value", 0) + 1
+        try:
+            result = function(*args, **kwargs)
+        finally:
+            _depth.value -= 1
+        if _depth.value == 0:  # a grading's inner calls are read once, as the grading's own results
+            _produced.extend(_outputs(result))
+        return result
+
+    wrapper.__wrapped_by_feedback_guard__ = True
+    return wrapper
+
+
+def install() -> None:
+    """Wrap the grader's entry points where the tests import them from (before any test module imports them)."""
+    from crashlab.grading import checks, grade
+
+    for module, name in ((checks, "judge_checks"), (checks, "score_matrix_check"), (grade, "judge_checks"),
+                         (grade, "score_matrix_check"), (grade, "grade_notebook")):
+        function = getattr(module, name)
+        if not getattr(function, "__wrapped_by_feedback_guard__", False):
+            setattr(module, name, _recording(function))
+
+
+def take_produced() -> list[str]:
+    """The feedback produced since the last call."""
+    produced = list(_produced)
+    _produced.clear()
+    return produced

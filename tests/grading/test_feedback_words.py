@@ -1,0 +1,46 @@
+"""The check every grading's feedback passes in this suite (tests/feedback_guard.py): what it refuses, what it lets
+through. The gradings themselves are the other tests' own; this costs no grading."""
+
+import pytest
+
+from feedback_guard import feedback_problems
+
+
+@pytest.mark.parametrize("output", [
+    "cannot reach the Temporal server at 127.0.0.1:7233 (Failed client connect: ConnectError(Os { code: 11); is it running?",
+    "the workflow failed (see /tmp/crashlab-grade-ab12/order_log.py, line 3)",
+    "your code raised NotImplementedError: (order_agent.py, line 11)",
+    "exit code 1: NotImplementedError:",
+    'File "<frozen importlib._bootstrap>", line 1204, in _gcd_import',
+    "the answer cell did not run (_notebook_answers.py, line 3)",
+    "the agent failed: `undo_key raises",
+    "",
+])
+def test_misleading_feedback_is_refused(output):
+    assert feedback_problems(output)
+
+
+@pytest.mark.parametrize("output", [
+    "passed",
+    "check failed (requirement R4): too few keys: activity 8 got activity 2's key [...]",
+    "exit code 1: NotImplementedError (order_agent.py, line 11)",
+    "not clean -- the exercise asks: \"prove the agent clean\" (expected: 0 duplicates): 1 of the 3 crash points run failed\n"
+    "- after:charge_card: 2 charges (1 duplicate)",
+    "the agent failed (exit code 1: RuntimeError: the payment service said no [...]",
+])
+def test_feedback_in_words_passes(output):
+    assert feedback_problems(output) == []
+
+
+@pytest.mark.parametrize("problem, hidden", [
+    ("before:model#1: crash point never reached (the agent failed first: exit code 1: X (a.py, line 3))",
+     "before:model#1: crash point never reached (the agent failed first: its output is not shown for runs on the "
+     "reference answers)"),
+    ("(no crash): the agent failed (exit code 1: NotImplementedError (order_agent.py, line 11))",
+     "(no crash): the agent failed (its output is not shown for runs on the reference answers)"),
+])
+def test_an_agent_words_hidden_keep_their_parentheses_paired(problem, hidden):
+    from crashlab.grading.checks import without_agent_words
+
+    assert without_agent_words(problem) == hidden
+    assert feedback_problems(hidden) == []
