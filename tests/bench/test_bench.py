@@ -1,7 +1,9 @@
 """The durability benchmark behaves: a floor in every run, ratios against that very floor, a reason for
-every engine that cannot run, the documented JSON, and no process left behind. Speed is never asserted."""
+every engine that cannot run, the documented JSON, the frameworks' integrations measured beside their engines'
+own rows, and no process left behind. Speed is never asserted."""
 
 import json
+import math
 import os
 import statistics
 from pathlib import Path
@@ -15,6 +17,8 @@ ROW_KEYS = {"engine", "per_step_ms", "ratio_to_floor", "recovery_s", "recovery_s
             "samples_ms", "note"}
 TOP_KEYS = {"steps", "repeats", "engines", "floor_ms", "recovery", "recovery_steps", "recovery_kill_at", "rows",
             "machine", "versions", "started", "elapsed_s"}
+# Two engines' own rows, and the cheapest integration beside one of them (no server, no framework to import)
+SMALL_RUN_ROWS = ["langgraph-sync", "dbos-sqlite", "langgraph-functional"]
 STEPS = 30  # enough steps that the per-step figure stands clear of one run's timing noise
 
 
@@ -35,8 +39,8 @@ def _processes_mentioning(text: str) -> list[int]:
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("bench")
-    result = bench.run_benchmark(steps=STEPS, repeats=1, engines=["floor", "langgraph-sync", "dbos-sqlite"],
-                                 workdir=workdir, progress=False, timeout_s=60)
+    result = bench.run_benchmark(steps=STEPS, repeats=1, engines=["floor", *SMALL_RUN_ROWS], workdir=workdir,
+                                 progress=False, timeout_s=60)
     return result, workdir
 
 
@@ -79,13 +83,62 @@ def test_json_has_the_documented_keys(small_run):
     data = json.loads(json.dumps(result.as_dict()))
     assert set(data) == TOP_KEYS
     assert data["steps"] == STEPS and data["repeats"] == 1 and data["recovery"] is True
-    assert [r["engine"] for r in data["rows"]] == ["floor", "langgraph-sync", "dbos-sqlite"]
+    assert [r["engine"] for r in data["rows"]] == ["floor", *SMALL_RUN_ROWS]
     for r in data["rows"]:
         assert set(r) == ROW_KEYS
     assert {"python", "platform", "cpus", "workdir_fs"} <= set(data["machine"])
-    assert "langgraph" in data["versions"] and "dbos" in data["versions"]
+    assert {"langgraph", "dbos", "pydantic-ai-slim"} <= set(data["versions"])  # every installed one, asked or not
     text = result.table()
     assert all(name in text for name in ("floor", "langgraph-sync", "dbos-sqlite"))
+
+
+def _assert_measured_beside(result, variant: str, title: str, beside: str) -> None:
+    """A finite figure, its ratio to this run's floor, and a note (in the table too) naming the engine row it is
+    set against, with the ratio of the two."""
+    row, bare = result.row(variant), result.row(beside)
+    assert row.per_step_ms is not None and math.isfinite(row.per_step_ms) and row.per_step_ms > 0, row.note
+    assert row.ratio_to_floor == pytest.approx(row.per_step_ms / result.floor_ms)
+    pair = f"{title}: {row.per_step_ms / bare.per_step_ms:.1f} x {beside}'s per step"
+    assert row.note.startswith(pair) and pair in result.table(), row.note
+
+
+@pytest.mark.timeout(120)
+def test_langgraphs_functional_api_is_measured_and_recovered_beside_the_graph(small_run):
+    result, _ = small_run
+    _assert_measured_beside(result, "langgraph-functional", "LangGraph's functional API", "langgraph-sync")
+    row, kill_at = result.row("langgraph-functional"), STEPS // 2 + 1
+    assert row.recovery_steps_run == STEPS - kill_at + 1 and f"resumed at step {kill_at}" in row.note, row.note
+
+
+@pytest.mark.timeout(90)
+def test_pydantic_ai_on_dbos_is_measured_beside_bare_dbos(tmp_path):
+    """The agent's steps are tool calls a local model asks for, each a DBOS step beside the model request's."""
+    result = bench.run_benchmark(steps=STEPS, repeats=1, engines=["dbos+pydantic-ai"], workdir=tmp_path,
+                                 progress=False, recovery=False, timeout_s=60)
+    assert [r.engine for r in result.rows] == ["floor", "dbos-sqlite", "dbos+pydantic-ai"]
+    _assert_measured_beside(result, "dbos+pydantic-ai", "Pydantic AI on DBOS", "dbos-sqlite")
+    assert "two DBOS steps" in result.row("dbos+pydantic-ai").note
+
+
+@pytest.mark.timeout(30)
+def test_an_integration_named_alone_brings_its_engines_row(tmp_path, monkeypatch):
+    """The pairing, with the measurement faked (the real one is above and in the lessons): each integration comes
+    right after its engine's own row, put there when not named; the table says which pair each ratio is of;
+    the default run is the engines' own rows only."""
+    from crashlab.bench import run as bench_run
+    from crashlab.bench.common import INTEGRATIONS
+
+    per_step = {"floor": 0.5, "temporal": 20.0, "temporal+pydantic-ai": 60.0}
+    monkeypatch.setattr(bench_run, "availability", lambda engine: None)
+    monkeypatch.setattr(bench_run, "measure_engine", lambda engine, *args, **kwargs: [per_step.get(engine, 0.0)])
+    result = bench.run_benchmark(steps=3, repeats=1, engines=["temporal+pydantic-ai", "restate+pydantic-ai"],
+                                 workdir=tmp_path, progress=False, recovery=False)
+    assert [r.engine for r in result.rows] == ["floor", "temporal", "temporal+pydantic-ai", "restate",
+                                               "restate+pydantic-ai"]
+    assert "Pydantic AI on Temporal: 3.0 x temporal's per step" in result.table()
+    assert "Pydantic AI on Restate, beside restate (not both measured)" in result.row("restate+pydantic-ai").note
+    assert INTEGRATIONS == ("langgraph-functional", "dbos+pydantic-ai", "temporal+pydantic-ai", "restate+pydantic-ai")
+    assert not set(bench.ENGINES) & set(INTEGRATIONS)
 
 
 @pytest.mark.timeout(60)

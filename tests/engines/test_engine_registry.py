@@ -40,3 +40,23 @@ def test_every_engine_has_a_workload_module_with_the_four_names():
         module = importlib.import_module(entry.workload)
         for name in ("make", "unavailable", "note", "recovery_note"):
             assert callable(getattr(module, name, None)), f"{entry.workload} lacks {name}()"
+
+
+def test_every_integration_runs_on_its_engine_beside_one_of_its_rows():
+    """A framework's integration is a benchmark row of its own on its engine's server and colour, compared with a
+    row of that engine; it preloads the engine's imports and its own, and its workload has the four names."""
+    import importlib
+
+    integrations = [(e, i) for e in registry.ENGINES.values() for i in e.integrations]
+    assert [i.variant for _, i in integrations] == list(registry.INTEGRATIONS)
+    assert len(set(registry.INTEGRATIONS)) == len(registry.INTEGRATIONS)
+    assert not set(registry.INTEGRATIONS) & set(BENCH_ROWS)
+    for entry, integration in integrations:
+        assert registry.engine_of_variant(integration.variant) is entry
+        assert registry.integration_of_variant(integration.variant) is integration
+        assert integration.beside in entry.bench, integration
+        assert registry.imports_of_variant(integration.variant) == (*entry.imports, *integration.imports)
+        module = importlib.import_module(integration.workload)
+        for name in ("make", "unavailable", "note", "recovery_note"):
+            assert callable(getattr(module, name, None)), f"{integration.workload} lacks {name}()"
+    assert registry.integration_of_variant("temporal") is None and registry.engine_of_variant("floor") is None

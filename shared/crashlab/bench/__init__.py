@@ -24,6 +24,18 @@ on), its endpoint served by the measuring process, on one Restate server per run
 :mod:`crashlab.bench.workloads.restate`). An engine that cannot run here is still a row, with the reason in
 ``note``.
 
+**Frameworks' integrations** (:data:`~crashlab.bench.common.INTEGRATIONS`, measured only when named, each right
+after its engine's own row, which is added if not named): ``temporal+pydantic-ai``, ``dbos+pydantic-ai`` and
+``restate+pydantic-ai`` run a Pydantic AI agent (:mod:`crashlab.bench.workloads.pai`) whose steps are calls of
+one trivial tool, asked for one per reply by a local ``FunctionModel``, on Temporal (``TemporalDurability``: a
+model-request activity and a tool activity per step), on DBOS (``DBOSDurability``, the tool wrapped in
+``@DBOS.step``: two steps per step) and on Restate (``RestateAgent`` with ``auto_wrap_tools=True``: two journal
+entries per step); ``langgraph-functional`` is an ``@entrypoint`` calling one ``@task`` per step under
+``durability="sync"``, beside ``langgraph-sync``. Each such row's note gives its per-step cost as a multiple of
+its engine's row from the same run:
+
+    run_benchmark(engines=["temporal", "temporal+pydantic-ai", "dbos-sqlite", "dbos+pydantic-ai"])
+
 **Per-step cost.** Each engine is measured in its own new process (DBOS and Temporal keep global state).
 That process runs one untimed warm-up workflow, then, ``repeats`` times, an N-step workflow and three
 1-step ones around it; one sample is ``(t_N - median t_1) / (N - 1)``, so start-up and per-workflow costs

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from crashlab.bench.common import BenchError
-from crashlab.engines.registry import engine_of_variant
+from crashlab.engines.registry import imports_of_variant
 from crashlab.plumbing.scratch import remove_scratch
 from crashlab.bench.workloads import measure, module_for, workload_for
 
@@ -25,8 +25,8 @@ from crashlab.bench.workloads import measure, module_for, workload_for
 def _recovery_phase(engine: str, workdir: Path, phase: str, steps: int, wid: str, t_main: float) -> dict:
     """The recovery scene, inside a child: ``crash`` runs the workflow into the blocking step (the parent
     kills it there); ``resume`` finishes it and reports when."""
-    entry = engine_of_variant(engine)  # what it imports before its clock starts: the registry's, its workload's
-    for module in (*entry.imports, *getattr(module_for(engine), "PRELOAD", ())) if entry else ():
+    # what it imports before its clock starts: the registry's (engine and framework), its workload's
+    for module in (*imports_of_variant(engine), *getattr(module_for(engine), "PRELOAD", ())):
         importlib.import_module(module)
     t_ready = time.time()  # interpreter up, the engine imported: the engine's own work starts here
     workload = workload_for(engine, workdir, recovery=True)

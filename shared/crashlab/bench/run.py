@@ -1,6 +1,7 @@
 """The benchmark run, :func:`run_benchmark`: the floor first, then each engine measured and its recovery
 scene played in child processes, the floor measured again, every failure turned into a row's note, and the
-ratios to this run's floor; with its helpers for the result's ``versions``, the work directory's filesystem
+ratios to this run's floor (and each framework integration's to its engine's own row, measured beside it); with
+its helpers for the result's ``versions``, the work directory's filesystem
 type, and the note that explains each engine's row (``_versions``, ``_filesystem``, ``_note_for``)."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from crashlab.bench.results import BenchResult, BenchRow
 from crashlab.bench.spawn import Servers, availability, measure_engine, recover_engine
 from crashlab.bench.workloads import module_for
 from crashlab.engines.registry import ENGINES as ENGINES_BY_NAME
+from crashlab.engines.registry import integration_of_variant
 from crashlab.plumbing.scratch import remove_scratch
 
 
@@ -28,7 +30,8 @@ def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     found = {}
-    for dist in (package for entry in ENGINES_BY_NAME.values() for package in entry.packages):
+    for dist in (package for entry in ENGINES_BY_NAME.values()
+                 for package in (*entry.packages, *(p for i in entry.integrations for p in i.packages))):
         with contextlib.suppress(PackageNotFoundError):
             found[dist] = version(dist)
     with contextlib.suppress(Exception):  # the server is an npm binary, not a Python package: ask it
@@ -74,7 +77,9 @@ def _note_for(engine: str, steps_run: int | None, steps: int, kill_at: int) -> s
 def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | None = None,
                   workdir: str | os.PathLike | None = None, progress: bool = True, recovery: bool = True,
                   timeout_s: float = 180.0) -> BenchResult:
-    """Measure every engine in ``engines`` (default: all of :data:`ENGINES`) and return the table.
+    """Measure every engine in ``engines`` (default: all of :data:`ENGINES`, the engines' own rows; a framework
+    integration of :data:`~crashlab.bench.common.INTEGRATIONS` is measured when named, with its engine's own row
+    put before it if not named too) and return the table.
 
     ``steps`` per workflow (at least 2), median of ``repeats``; ``recovery`` adds the SIGKILL scene per
     engine. Each measurement is a new process with ``timeout_s``; servers started here are stopped before
@@ -86,9 +91,7 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
         raise ValueError("steps must be at least 2 (the per-step cost is the difference to a 1-step run)")
     if repeats < 1:
         raise ValueError("repeats must be at least 1")
-    engines = list(dict.fromkeys(engines)) if engines is not None else list(ENGINES)
-    if "floor" not in engines:
-        engines.insert(0, "floor")  # every ratio needs the floor of this very run
+    engines = _with_pairs(list(dict.fromkeys(engines)) if engines is not None else list(ENGINES))
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.monotonic()
     temporary = workdir is None
@@ -164,11 +167,39 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
     for r in rows:
         if r.per_step_ms is not None and floor:
             r.ratio_to_floor = r.per_step_ms / floor
+    _note_pairs(rows)
     machine = {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
                "workdir_fs": _filesystem(run_dir if not temporary else Path(tempfile.gettempdir()))}
     return BenchResult(steps=steps, repeats=repeats, engines=engines, rows=rows, recovery=recovery,
                        recovery_steps=steps, recovery_kill_at=kill_at, machine=machine, versions=_versions(),
                        started=started, elapsed_s=time.monotonic() - t0)
+
+
+def _with_pairs(engines: list[str]) -> list[str]:
+    """The rows to measure: the floor first (every ratio needs the floor of this very run), and each framework
+    integration right after its engine's own row (put there if the caller did not name it)."""
+    out = [] if "floor" in engines else ["floor"]
+    for variant in engines:
+        integration = integration_of_variant(variant)
+        if integration is not None and integration.beside not in engines and integration.beside not in out:
+            out.append(integration.beside)
+        out.append(variant)
+    return out
+
+
+def _note_pairs(rows: list[BenchRow]) -> None:
+    """Say on each integration's row what it costs against its engine's own row of the same run."""
+    measured = {r.engine: r.per_step_ms for r in rows if r.ok}
+    for r in rows:
+        integration = integration_of_variant(r.engine)
+        if integration is None:
+            continue
+        bare = measured.get(integration.beside)
+        if r.ok and bare and bare > 0 and r.per_step_ms > 0:
+            pair = f"{integration.title}: {r.per_step_ms / bare:.1f} x {integration.beside}'s per step"
+        else:
+            pair = f"{integration.title}, beside {integration.beside} (not both measured)"
+        r.note = _joined(pair, r.note)
 
 
 def _joined(*notes: str | None) -> str:

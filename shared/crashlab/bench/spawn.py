@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from crashlab.bench.common import (ENGINES, ENV_BLOCK_AT, ENV_DB_URL, ENV_MARKER, ENV_RESTATE_ADMIN, ENV_RESTATE_INGRESS,
+from crashlab.bench.common import (VARIANTS, ENV_BLOCK_AT, ENV_DB_URL, ENV_MARKER, ENV_RESTATE_ADMIN, ENV_RESTATE_INGRESS,
                                    ENV_TEMPORAL, BenchError)
 from crashlab.bench.workloads import module_for
 from crashlab.engines.registry import engine_of_variant
@@ -79,8 +79,8 @@ def _read_json(path: Path, what: str) -> dict:
 
 def availability(engine: str) -> str | None:
     """None if the engine's row can be measured here, else why not (its workload module says)."""
-    if engine not in ENGINES:
-        return f"unknown engine (known: {', '.join(ENGINES)})"
+    if engine not in VARIANTS:
+        return f"unknown engine (known: {', '.join(VARIANTS)})"
     return module_for(engine).unavailable(engine)
 
 

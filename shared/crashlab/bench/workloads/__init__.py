@@ -1,5 +1,5 @@
 """The engines' workloads, run inside each engine's own child process: one module per engine (and the fsync
-floor), each with the same four names -- ``make`` (its :class:`~.base.Workload` for a benchmark row),
+floor, and one per framework integration, which reuses its engine's), each with the same four names -- ``make`` (its :class:`~.base.Workload` for a benchmark row),
 ``unavailable`` (why the row cannot run here, or None), ``note`` and ``recovery_note`` (what the row's figures
 mean) -- chosen by the
 engine registry; and :func:`measure`, the per-step measurement: a warm-up, then N-step runs against 1-step ones."""
@@ -13,13 +13,15 @@ from pathlib import Path
 from types import ModuleType
 
 from crashlab.bench.workloads.base import Workload, step_body
-from crashlab.engines.registry import engine_of_variant
+from crashlab.engines.registry import engine_of_variant, integration_of_variant
 
 
 def module_for(variant: str) -> ModuleType:
-    """The workload module of a benchmark row (``dbos-postgres`` -> :mod:`.dbos`; the floor's own)."""
-    entry = engine_of_variant(variant)
-    return importlib.import_module(entry.workload if entry else "crashlab.bench.workloads.floor")
+    """The workload module of a benchmark row (``dbos-postgres`` -> :mod:`.dbos`; an integration's own,
+    ``dbos+pydantic-ai`` -> :mod:`.dbos_pydantic_ai`; the floor's own)."""
+    entry, integration = engine_of_variant(variant), integration_of_variant(variant)
+    return importlib.import_module(integration.workload if integration else
+                                   entry.workload if entry else "crashlab.bench.workloads.floor")
 
 
 def workload_for(variant: str, workdir: Path, recovery: bool = False) -> Workload:

@@ -15,10 +15,20 @@ APP_VERSION = "crashlab-bench-1"          # pinned: the recovering DBOS process 
 
 
 class Dbos(Workload):
+    """DBOS in this process; the workflow is :meth:`define`'s (a framework integration's row swaps in its own)."""
+
     def __init__(self, workdir: Path, url: str | None):
         from dbos import DBOS
 
         url = url or f"sqlite:///{workdir / 'dbos.sqlite'}"
+        self.workflow = self.define()  # before DBOS() is configured, as DBOS wants its functions registered
+        DBOS(config={"name": "crashlab-bench", "system_database_url": url, "application_version": APP_VERSION,
+                     "log_level": "WARNING", "notification_listener_polling_interval_sec": 0.05})
+        self.DBOS = DBOS
+
+    def define(self):
+        """The workflow: N trivial steps."""
+        from dbos import DBOS
 
         @DBOS.step()
         def bench_step(i: int) -> int:
@@ -31,16 +41,17 @@ class Dbos(Workload):
                 i = bench_step(i)
             return i
 
-        DBOS(config={"name": "crashlab-bench", "system_database_url": url, "application_version": APP_VERSION,
-                     "log_level": "WARNING", "notification_listener_polling_interval_sec": 0.05})
-        self.DBOS = DBOS
-        self.workflow = bench_workflow
+        return bench_workflow
+
+    def call(self, n: int) -> int:
+        """Run the workflow to its end in this thread."""
+        return self.workflow(n)
 
     def launch(self) -> None:
         self.DBOS.launch()  # in a recovering process, this is what picks up the PENDING workflow
 
     def run(self, n: int) -> None:
-        out = self.workflow(n)
+        out = self.call(n)
         if out != n:
             raise BenchError(f"the workflow returned {out}, not {n}")
 
@@ -58,8 +69,8 @@ class Dbos(Workload):
             self.DBOS.destroy()
 
 
-def make(variant: str, workdir: Path, recovery: bool = False) -> Workload:
-    return Dbos(workdir, os.environ.get(ENV_DB_URL) if variant == "dbos-postgres" else None)
+def make(variant: str, workdir: Path, recovery: bool = False, kind: type[Dbos] = Dbos) -> Workload:
+    return kind(workdir, os.environ.get(ENV_DB_URL) if variant == "dbos-postgres" else None)
 
 
 def bench_env(variant: str, servers) -> dict[str, str]:

@@ -29,13 +29,18 @@ from crashlab.plumbing.ports import free_port, port_taken  # the course's one wa
 ENDPOINT_FILE = "restate-bench-endpoint.json"
 
 
-def _service(name: str):
-    """The bench service: ``run(n)`` runs n journaled steps and returns how many completed."""
-    # A dead endpoint's invocation is retried soon and for long, as the lesson's agent asks.
+def bench_service(name: str) -> restate.Service:
+    """A service of the benchmark's, with the retries and timeouts the lesson's agent asks for: a dead endpoint's
+    invocation is retried soon and for long."""
     retry = InvocationRetryPolicy(initial_interval=timedelta(milliseconds=100), exponentiation_factor=2.0,
                                   max_interval=timedelta(milliseconds=500), max_attempts=2000, on_max_attempts="pause")
-    service = restate.Service(name, invocation_retry_policy=retry, inactivity_timeout=timedelta(seconds=30),
-                              abort_timeout=timedelta(seconds=5))
+    return restate.Service(name, invocation_retry_policy=retry, inactivity_timeout=timedelta(seconds=30),
+                           abort_timeout=timedelta(seconds=5))
+
+
+def _service(name: str):
+    """The bench service: ``run(n)`` runs n journaled steps and returns how many completed."""
+    service = bench_service(name)
 
     def step(i: int) -> int:  # a plain function: the SDK runs it in a thread, so a blocked step blocks no one else
         return step_body(i)
@@ -63,7 +68,8 @@ def _endpoint(workdir: Path, recovery: bool) -> dict:
 
 
 class Restate(Workload):
-    """The endpoint (hypercorn) and an HTTP client on one event loop; each call drives the loop."""
+    """The endpoint (hypercorn) and an HTTP client on one event loop; each call drives the loop. The endpoint
+    serves :meth:`app` (a framework integration's row swaps in its own)."""
 
     def __init__(self, workdir: Path, recovery: bool = False):
         import httpx
@@ -85,7 +91,7 @@ class Restate(Workload):
         config.loglevel = "ERROR"
         config.accesslog = None
         config.graceful_timeout = 0.5
-        self.server = self.loop.create_task(serve(_service(self.service), config, shutdown_trigger=self.stop.wait))
+        self.server = self.loop.create_task(serve(self.app(self.service), config, shutdown_trigger=self.stop.wait))
         deadline = time.monotonic() + 10
         while True:  # let the endpoint try to bind first: a port someone else holds answers too
             self.loop.run_until_complete(asyncio.sleep(0.01))
@@ -98,6 +104,10 @@ class Restate(Workload):
                 raise BenchError(f"the Restate endpoint did not come up on 127.0.0.1:{port}")
         self.loop.run_until_complete(asyncio.to_thread(register_deployment, self.admin, f"http://127.0.0.1:{port}"))
         self.client = httpx.AsyncClient(timeout=120)
+
+    def app(self, service: str):
+        """The endpoint's ASGI app: a service named ``service`` whose handler ``run(n)`` returns n."""
+        return _service(service)
 
     def _do(self, coro) -> Any:
         return self.loop.run_until_complete(coro)
@@ -135,8 +145,8 @@ class Restate(Workload):
             pass
 
 
-def make(variant: str, workdir: Path, recovery: bool = False) -> Workload:
-    return Restate(workdir, recovery=recovery)
+def make(variant: str, workdir: Path, recovery: bool = False, kind: type[Restate] = Restate) -> Workload:
+    return kind(workdir, recovery=recovery)
 
 
 def unavailable(variant: str) -> str | None:

@@ -18,7 +18,8 @@ PRELOAD = ("crashlab.bench.temporal_workflow",)
 
 
 class Temporal(Workload):
-    """A client and an in-process worker on one event loop; ``run`` drives the loop per workflow."""
+    """A client and an in-process worker on one event loop; ``run`` drives the loop per workflow. What the worker
+    runs is :meth:`parts`' (a framework integration's row swaps in its own workflow)."""
 
     def __init__(self, address: str, task_queue: str, cache: bool = True,
                  start_to_close_s: float = 10, sticky_s: float | None = None):
@@ -29,16 +30,17 @@ class Temporal(Workload):
 
         from crashlab.bench import temporal_workflow as bench_temporal
 
+        self.workflow, activities, plugins = self.parts()
         with contextlib.suppress(Exception):
             from crashlab.engines.temporal import use_quiet_runtime
 
             use_quiet_runtime()
         self.bt = bench_temporal
         self.loop = asyncio.new_event_loop()
-        self.client = self.loop.run_until_complete(asyncio.wait_for(Client.connect(address), 20))
+        self.client = self.loop.run_until_complete(asyncio.wait_for(Client.connect(address, plugins=plugins), 20))
         async def make_worker() -> Worker:  # a Worker is built inside its event loop
-            return Worker(self.client, task_queue=task_queue, workflows=[bench_temporal.BenchWorkflow],
-                          activities=[bench_temporal.bench_step], **bench_temporal.worker_options(cache, sticky_s))
+            return Worker(self.client, task_queue=task_queue, workflows=[self.workflow], activities=activities,
+                          **bench_temporal.worker_options(cache, sticky_s))
 
         self.worker = self.loop.run_until_complete(make_worker())
         self.worker_task = self.loop.create_task(self.worker.run())
@@ -47,9 +49,15 @@ class Temporal(Workload):
         self.ids = itertools.count()
         self.prefix = f"bench-{os.getpid()}-{time.time_ns()}"
 
+    def parts(self) -> tuple[type, list, list]:
+        """The workflow class, the activities and the client plugins: the bare engine's N activities."""
+        from crashlab.bench import temporal_workflow as bench_temporal
+
+        return bench_temporal.BenchWorkflow, [bench_temporal.bench_step], []
+
     def _execute(self, n: int, wid: str) -> int:
         return self.loop.run_until_complete(self.client.execute_workflow(
-            self.bt.BenchWorkflow.run, {"steps": n, "start_to_close_s": self.start_to_close_s}, id=wid,
+            self.workflow.run, {"steps": n, "start_to_close_s": self.start_to_close_s}, id=wid,
             task_queue=self.task_queue))
 
     def run(self, n: int) -> None:
@@ -74,14 +82,14 @@ class Temporal(Workload):
             self.loop.run_until_complete(asyncio.wait_for(self.worker.shutdown(), 5))
 
 
-def make(variant: str, workdir: Path, recovery: bool = False) -> Workload:
+def make(variant: str, workdir: Path, recovery: bool = False, kind: type[Temporal] = Temporal) -> Workload:
     address = os.environ.get(ENV_TEMPORAL)
     if not address:
         raise BenchError(f"{ENV_TEMPORAL} is not set: run the whole benchmark (it starts a dev server) or set it "
                          "to the address of one")
     if recovery:  # a 1 s sticky timeout and a short activity timeout: what lesson 5 tunes for a quick recovery
-        return Temporal(address, "bench-recovery", sticky_s=1, start_to_close_s=TEMPORAL_RECOVERY_TIMEOUT_S)
-    return Temporal(address, f"bench-{os.getpid()}")
+        return kind(address, f"bench-recovery-{variant}", sticky_s=1, start_to_close_s=TEMPORAL_RECOVERY_TIMEOUT_S)
+    return kind(address, f"bench-{os.getpid()}")
 
 
 def unavailable(variant: str) -> str | None:
