@@ -10,6 +10,7 @@ here one matrix check runs one crash point, and the one full grading checks the 
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from crashlab.course.notebooks import grade_id
 from crashlab.grading.grade import grade_notebook, score_matrix_check
@@ -23,12 +24,15 @@ def test_the_graded_matrices_are_the_ones_the_text_promises():
     meta = nbformat.read(MASTER, as_version=4).metadata["crashlab"]
     checks = {c["name"]: c for c in meta["matrix_checks"]}
     assert {name: c["agent"] for name, c in checks.items()} == {
-        "ex1_crash_matrix": "pai_temporal_agent.py", "ex2_crash_matrix": "pai_dbos_agent.py",
-        "ex3_crash_matrix": "lg_functional_agent.py"}
+        "ex1_crash_matrix": "pai_temporal_agent.py", "ex1_restate_matrix": "pai_restate_agent.py",
+        "ex2_crash_matrix": "pai_dbos_agent.py", "ex3_crash_matrix": "lg_functional_agent.py"}
     for check in checks.values():
         assert check["resumers"] == 2 and check["expect"] == "durable", check["name"]
-        assert {"after:charge_card", "after:reserve_item", "after:send_confirmation"} <= set(check["crash_points"])
-    assert checks["ex1_crash_matrix"]["needs"] == "temporal"
+        assert {"after:charge_card", "after:reserve_item"} <= set(check["crash_points"]), check["name"]
+    # two tools in one reply: each block keyed on its own, crashed between and after the two effects
+    for name in ("ex1_crash_matrix", "ex2_crash_matrix"):
+        assert checks[name]["faults"] == [["parallel_tool_use", 10, None]] and "after:model#1" in checks[name]["crash_points"]
+    assert checks["ex1_crash_matrix"]["needs"] == "temporal" and checks["ex1_restate_matrix"]["needs"] == "restate"
     # exercise 2's agent builds on exercise 1's key: its matrix runs on the master's key, so one wrong key costs once
     assert checks["ex2_crash_matrix"]["on_reference_answers"] and meta["reference_answers"] == ["ex1_tool_key"]
     demo = {a["agent"]: a["expect"] for a in meta["demo_agents"]}
@@ -59,7 +63,7 @@ def test_a_run_identity_new_in_every_process_scores_0_for_the_dbos_matrix(lesson
     so the recovery's repeat of the charge is a new charge."""
     folder, nb = lesson_files
     replace(folder / "pai_dbos_agent.py", "    return ctx.run_id", "    return __import__('uuid').uuid4().hex")
-    result = score_matrix_check(matrix_check(nb, "ex2_crash_matrix", ["after:charge_card"]), folder)
+    result = score_matrix_check(matrix_check(nb, "ex2_crash_matrix", ["after:charge_card"], faults=[]), folder)
     assert result.score == 0, result.output
     assert "after:charge_card" in result.output and "duplicate" in result.output, result.output
 
@@ -73,6 +77,7 @@ WRONG_TASK = ('            messages.append(tool_result_message(call["id"], run_t
               'idempotency_key=key)))  # wrong: not a task')
 
 
+@pytest.mark.needs_restate
 def test_subtly_wrong_answers_lose_their_exercises_points_only(tmp_path):
     """Three answers that pass their visible checks and the crash matrices (the keys make each repeat harmless):
     the hidden checks catch each, and the matrices keep their points."""
@@ -91,3 +96,4 @@ def test_subtly_wrong_answers_lose_their_exercises_points_only(tmp_path):
     assert scores["ex3_functional_checks"] == 0, str(report)
     assert scores["ex1_crash_matrix"] == scores["ex2_crash_matrix"] == scores["ex3_crash_matrix"] == 2, \
         "the matrices keep their points"
+    assert scores["ex1_restate_matrix"] == 1, "the matrices keep their points"
