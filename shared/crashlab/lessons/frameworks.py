@@ -1,5 +1,6 @@
 """What the frameworks lesson reads back after a run: each engine's own record of the order (Temporal's history,
-DBOS's steps, Restate's journal, LangGraph's checkpoint writes) and the keys the world's services saw. The
+DBOS's steps, LangGraph's checkpoint writes; Restate's journal is :mod:`.restate`'s) and the keys the world's
+services saw. The
 lesson's point is that a framework's "durable" is whatever lands in that record, so it is read from the engine's
 store, never from what the agent says about itself."""
 
@@ -13,7 +14,6 @@ from pathlib import Path
 
 from crashlab.harness.verdicts import BASELINE
 from crashlab.order import ORDER_ID
-from crashlab.world.ledger import SERVICE_LEDGERS
 
 
 def in_own_loop(coroutine_function, *args):
@@ -81,15 +81,10 @@ def checkpoint_writes(world, database: str = "checkpoints.sqlite", thread_id: st
 
 def effect_keys(world, order_id: str = ORDER_ID) -> list[tuple[str, str | None]]:
     """Each effect the services committed for the order, oldest first, with the idempotency key its request
-    carried (None: it sent none): read from the world's ledgers, which no agent can write."""
-    found = []
-    for ledger in SERVICE_LEDGERS.values():
-        path = Path(world.ledger_dir) / ledger
-        if not path.exists():
-            continue
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-            found += db.execute("SELECT at, kind, idempotency_key FROM effects WHERE order_id = ?", (order_id,)).fetchall()
-    return [(kind, key) for _, kind, key in sorted(found)]
+    carried (None: it sent none): from the world's audit, which reads the ledgers no agent can write."""
+    effects = world.audit(order_id).effects
+    found = [(effect["at"], kind, effect.get("idempotency_key")) for kind, rows in effects.items() for effect in rows]
+    return [(kind, key) for _, kind, key in sorted(found, key=lambda effect: effect[0])]
 
 
 def markdown_table(header: list[str], rows: list[list]):
