@@ -40,14 +40,16 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 # --ignore-scripts: the binary comes in a platform package (an optional dependency) and needs no install script;
-# the only one in the tree is a telemetry ping. Without npm the Restate tests skip, saying so; nothing else needs it.
+# the only one in the tree is a telemetry ping. Without npm, crashlab.engines.restate.fetch downloads the same
+# platform package from the npm registry and checks its hash (Node.js is not needed to run the server).
 $(RESTATE_STAMP): | $(STAMP)
 	@if command -v npm > /dev/null 2>&1; then \
 	  npm install --loglevel=error --no-audit --no-fund --ignore-scripts $(NPM_RETRIES) --prefix $(VENV)/restate \
 	    @restatedev/restate-server@$(RESTATE_VERSION) > /dev/null && touch $@ \
 	  || echo "warning: npm could not install @restatedev/restate-server@$(RESTATE_VERSION) (see above); the Restate tests skip until it is"; \
 	else \
-	  echo "note: npm not found -- the Restate server is not installed, its lesson and tests will skip (install Node.js, e.g. conda install nodejs, then make setup)"; \
+	  $(BIN)/python -m crashlab.engines.restate.fetch $(VENV)/restate > /dev/null && touch $@ \
+	  || echo "warning: without npm, the Restate server could not be downloaded either (see above); the Restate tests skip until it is"; \
 	fi
 
 setup: $(STAMP) $(RESTATE_STAMP)

@@ -103,6 +103,7 @@ BAD_INPUTS = [
     bad("execute-timeout-0", ["execute", "nb.ipynb", "--timeout", "0"]),
     # demo
     bad("demo-jobs-0", ["demo", "--jobs", "0"]),
+    bad("demo-parallel-0", ["demo", "--parallel", "0"]),
     bad("demo-json-missing-folder", ["demo", "--json", "nodir/demo.json"]),
     bad("demo-report-is-a-folder", ["demo"]),
     # bench

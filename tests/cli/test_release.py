@@ -27,6 +27,7 @@ MASTERS = sorted((ROOT / "solutions").glob("*.ipynb"))
 LESSON2 = "02_idempotent_tools.ipynb"
 REGION = re.compile(r"^\s*# BEGIN (SOLUTION|HIDDEN TESTS)\s*$")
 REGION_END = re.compile(r"^\s*# END (SOLUTION|HIDDEN TESTS)\s*$")
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"  # what a master saves of its progress bars
 GENERIC = 40  # a line this long that the library also has is a master's line copied, not a coincidence
 
 
@@ -92,6 +93,9 @@ def test_the_release_holds_no_master_line_no_answers_and_no_outputs(release):
         assert not [c for c in nb.cells if c.cell_type == "code" and (c.outputs or c.execution_count)], path.name
         assert not [c for c in nb.cells if "BEGIN SOLUTION" in c.source or "BEGIN HIDDEN TESTS" in c.source]
     assert "solutions" not in (out / "environment.yml").read_text() + (out / "Makefile").read_text()
+    assert not [p for p in files if WIDGET_STATE in p.read_text(errors="replace")], "the masters' saved widget state"
+    assert not [line for line in (out / ".gitignore").read_text().splitlines() if "test" in line], \
+        "the release's .gitignore names a test it does not ship"
     assert any("lesson 02 builds on the answers of lesson 01" in note for note in notes), notes
     log = subprocess.run(["git", "log", "--oneline"], cwd=out, capture_output=True, text=True, check=True).stdout
     assert len(log.splitlines()) == 1, "one commit, none of this repository's history"
@@ -131,15 +135,11 @@ def test_a_fresh_clone_sets_up_opens_lab_and_self_checks_an_unanswered_notebook(
     setup = make("setup", f"PYTHON={shutil.which('python3.11') or sys.executable}")
     assert setup.returncode == 0, setup.stdout + setup.stderr
     assert (clone / ".venv" / ".installed").is_file()
-    # The Restate lesson's server, where the library looks for it -- or one line that says npm is missing.
-    if shutil.which("npm"):
-        found = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-c", "from crashlab.engines.restate import "
-                                "restate_binary; print(restate_binary())"], capture_output=True, text=True,
-                               env=env)
-        assert found.returncode == 0 and found.stdout.startswith(str(clone / ".venv" / "restate")), \
-            setup.stdout + setup.stderr + found.stdout + found.stderr
-    else:
-        assert "note: npm not found" in setup.stdout, setup.stdout
+    # The Restate lesson's server, where the library looks for it (with npm, or downloaded without it).
+    found = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-c", "from crashlab.engines.restate import "
+                            "restate_binary; print(restate_binary())"], capture_output=True, text=True, env=env)
+    assert found.returncode == 0 and found.stdout.startswith(str(clone / ".venv" / "restate")), \
+        setup.stdout + setup.stderr + found.stdout + found.stderr
 
     lab = make("-n", "lab")
     assert lab.returncode == 0 and "jupyter lab --notebook-dir=course" in lab.stdout, lab.stdout + lab.stderr
@@ -158,6 +158,7 @@ def test_a_fresh_clone_sets_up_opens_lab_and_self_checks_an_unanswered_notebook(
         assert re.search(rf"{matrix} +0 +\d+ +not run: keyed_agent.py is not ready", check.stdout), check.stdout
     assert "builds on the answers of lesson 01, which your copy of the course does not have yet" in check.stdout
     assert "Traceback" not in check.stdout + check.stderr
+    assert "isolated: no (a self-check runs your code as you)" in check.stdout, "not a grading, as root or not"
     assert subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True).stdout == "", \
         "setting up or checking left files git would commit"
 
@@ -201,7 +202,7 @@ def test_nbgrader_generate_assignment_accepts_the_masters_as_they_are(tmp_path):
 def test_the_restate_server_pin_is_one_version_everywhere_setup_installs_it():
     """The course's Makefile, the learner's and the grading bundle's setup.sh, and Binder's postBuild install the
     server the library expects: each reads the one pin the library reads (the engine's SERVER_VERSION file), and
-    each has a line for a machine without npm."""
+    each installs it on a machine without npm (the bundle's setup.sh never uses npm: Gradescope has none)."""
     from crashlab.engines.restate import RESTATE_VERSION
 
     pin = ROOT / "shared" / "crashlab" / "engines" / "restate" / "SERVER_VERSION"
@@ -210,7 +211,8 @@ def test_the_restate_server_pin_is_one_version_everywhere_setup_installs_it():
         text = path.read_text()
         pins = re.findall(r"^RESTATE_VERSION *:?= *(.+)$", text, re.M)
         assert pins and all("shared/crashlab/engines/restate/SERVER_VERSION" in p for p in pins), f"{path}: {pins}"
-        assert "@restatedev/restate-server@$" in text and "npm not found" in text, path
+        assert "-m crashlab.engines.restate.fetch" in text, path
+        assert ("@restatedev/restate-server@$" in text) == (path.name != "setup.sh"), path
     for path in (ROOT / "Makefile", TEMPLATES / "Makefile"):
         assert re.search(r"^setup: .*\$\(RESTATE_STAMP\)", path.read_text(), re.M), path
     for folder, makefile in ((ROOT, ROOT / "Makefile"), (ROOT, TEMPLATES / "Makefile")):  # what make reads

@@ -133,22 +133,32 @@ def test_no_copy_of_the_course_anywhere_on_the_machine_is_in_the_sandboxs_view(t
     saved = dict(os.environ)
     os.environ.update({"ANTHROPIC_API_KEY": secret, "GITHUB_TOKEN": secret, "CRASHLAB_BUNDLE_KEY": secret})
     try:
-        probe = ("import json, os, glob\n"
+        probe = ("import json, os\n"
                  "found = {k: v for k, v in os.environ.items() if 's3cret' in v}\n"
                  "found['visible'] = [p for p in [" + repr(str(other / "solutions" / LESSON1)) + ", "
                  + repr(str(classmate / LESSON1)) + "] if os.path.exists(p)]\n"
-                 "found['pyc'] = glob.glob('/**/answers/__pycache__/lesson01*.pyc', recursive=True)[:3]\n"
-                 "raise RuntimeError(json.dumps(found))\n")
+                 "found['pyc'] = []\n"  # every file the process can see but the kernel's (/proc, /sys, /dev)
+                 "for d, ds, fs in os.walk('/'):\n"
+                 "    ds[:] = [x for x in ds if d != '/' or x not in ('proc', 'sys', 'dev')]\n"
+                 "    if d.endswith('answers/__pycache__'):\n"
+                 "        found['pyc'] += [os.path.join(d, f) for f in fs if f.startswith('lesson01')]\n"
+                 "json.dump(found, open('found.json', 'w'))\n")
         cells = [steal_from(other / "solutions" / LESSON1), steal_from(classmate / LESSON1)]
         out = tmp_path / "results.json"
         nb = student_with(*cells, at_end=True)
         nb.cells.append(nbformat.v4.new_code_cell(probe))
         nbformat.write(nb, mine / LESSON1)
-        report = grade_notebook(mine / LESSON1, json_out=out)
+        report = grade_notebook(mine / LESSON1, json_out=out, keep=True)
     finally:
         os.environ.clear()
         os.environ.update(saved)
         shutil.rmtree(other, ignore_errors=True)
+    kept = Path(next(n for n in report.notes if "scratch directory kept" in n).split(" at ", 1)[1])
+    try:
+        found = json.loads((kept / "found.json").read_text())
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
+    assert found == {"visible": [], "pyc": []}, found
     assert_zero(report)
     assert secret not in out.read_text() and secret not in str(report)
 

@@ -22,8 +22,9 @@ import nbformat
 import pytest
 
 from crashlab.world import runscope
-from crashlab.grading.grade import grade_notebook
+from crashlab.grading.grade import grade_notebook, score_matrix_check
 from crashlab.course.notebooks import grade_id
+from master_files import matrix_check, write_master_files
 from crashlab.harness import BASELINE, crash_row, run_agent
 from crashlab.world.runscope import RunScope
 from crashlab.plumbing.sandbox_slot import SandboxSlot
@@ -382,20 +383,23 @@ def compensate(order_id: str, step: str, attempts: int = 5) -> dict:
 LESSON7 = "07_compensation.ipynb"
 
 
-def graded_lesson7(tmp_path: Path, with_decoy: bool):
-    nb = nbformat.read(ROOT / "solutions" / LESSON7, as_version=4)
-    cell = next(c for c in nb.cells if grade_id(c) == "ex1_undo")
-    cell.source = UNKEYED_UNDO.format(with_decoy=with_decoy, decoy_doc=" A decoy spends the crash points." if with_decoy else "")
+def lesson7_matrix(tmp_path: Path, with_decoy: bool):
+    """Exercise 1's graded matrix (the compensating agent, which imports ``undo.py``) on the master's files with
+    the unkeyed undo, at the point where a resume refunds again: what the grader scores there for that exercise,
+    without running the rest of the notebook."""
     folder = tmp_path / ("decoy" if with_decoy else "honest")
     folder.mkdir()
-    nbformat.write(nb, folder / LESSON7)
-    return grade_notebook(folder / LESSON7)
+    nb = write_master_files(ROOT / "solutions" / LESSON7, folder)
+    (folder / "undo.py").write_text(UNKEYED_UNDO.split("\n", 1)[1].format(
+        with_decoy=with_decoy, decoy_doc=" A decoy spends the crash points." if with_decoy else ""))
+    return score_matrix_check(matrix_check(nb, "ex1_crash_matrix", ["after:refund_charge"], double=[]), folder)
 
 
 def test_lesson7s_unkeyed_undo_with_a_decoy_scores_no_more_than_without(tmp_path):
-    """The unkeyed undo loses the points of the checks that crash after a compensation; a decoy in ``undo.py``
-    (which the locked agent imports) that spends the crash points on another order wins none of them back."""
-    honest = graded_lesson7(tmp_path, with_decoy=False)
-    assert honest.score < honest.max_score, str(honest)
-    cheat = graded_lesson7(tmp_path, with_decoy=True)
-    assert cheat.score <= honest.score, f"with the decoy {cheat.score}, without {honest.score}:\n{cheat}"
+    """The unkeyed undo loses the matrix's points (a crash after a compensation, then a resume, undoes twice); a
+    decoy in ``undo.py`` (which the locked agent imports) that spends the crash points on another order wins none
+    of them back. The full grading's path with a decoy is lesson 1's test above."""
+    honest = lesson7_matrix(tmp_path, with_decoy=False)
+    assert honest.score < honest.max_score, honest.output
+    cheat = lesson7_matrix(tmp_path, with_decoy=True)
+    assert cheat.score <= honest.score, f"with the decoy {cheat.score}, without {honest.score}:\n{cheat.output}"

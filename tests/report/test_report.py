@@ -178,6 +178,23 @@ def test_timelines_stay_folded_away(page):
     assert re.search(r"<details><summary>[^<]*</summary>\s*<img class='timeline'", text)
 
 
+def test_timelines_drawn_elsewhere_make_the_same_page(page, tmp_path):
+    """The demo draws each agent's timelines in another process while the other matrices run: a pickled copy of
+    the matrix, drawn there, gives the page the very same pictures."""
+    import pickle
+
+    from crashlab.report import timeline_images
+
+    text, _ = page
+    sections = demo_sections()
+    runs = [ProcessRun(11, -9, 0.0, 1.0, "", ""), ProcessRun(12, 0, 1.0, 2.0, "", "")]
+    events = [Event(0.1, 11, "model", "model call 1"), Event(1.1, 12, "model", "model call 1", repeat=True)]
+    sections[3][1].rows[2].runs, sections[3][1].rows[2].events = runs, events
+    label, matrix, _ = sections[3]
+    drawn = {id(matrix): timeline_images(label, pickle.loads(pickle.dumps(matrix)))}
+    assert write_report(tmp_path / "r.html", sections, "demo", timelines=drawn).read_text() == text
+
+
 def test_two_tuples_still_work_and_group_by_the_labels_number(tmp_path):
     sections = [("01 naive", matrix("naive_agent.py", "observe", NAIVE)), ("01 logged", matrix("logged_agent.py")),
                 ("05 temporal", matrix("temporal_agent.py"))]

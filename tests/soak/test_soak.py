@@ -85,7 +85,7 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--reference", "09"], "no lesson '09'"),
+    (["--reference", "99"], "no lesson '99'"),
     (["--reference", "01"], "no durable reference agent"),
     (["--reference", "02:nosuch"], "no reference agent 'nosuch'"),
     ([str(KEYED), "--reference", "02"], "not both"),

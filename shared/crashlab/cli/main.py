@@ -223,7 +223,7 @@ def _demo(args) -> int:
     check.check_output(args.json, DEMO, args.force)
     from crashlab.report.demo import run_demo
 
-    return run_demo(jobs=args.jobs, json_out=args.json, force=args.force)
+    return run_demo(jobs=args.jobs, json_out=args.json, force=args.force, parallel=args.parallel)
 
 
 def build_parser() -> Parser:
@@ -344,7 +344,10 @@ def build_parser() -> Parser:
                                  "(options: crashlab bench --help)")
 
     demo = sub.add_parser("demo", help="the course's main job: reference agents through the crash matrix")
-    demo.add_argument("--jobs", type=check.positive_int, default=2, help="rows run at once (default %(default)s)")
+    demo.add_argument("--jobs", type=check.positive_int, default=2,
+                      help="rows of one matrix run at once (default %(default)s)")
+    demo.add_argument("--parallel", type=check.positive_int, default=2,
+                      help="matrices run at once, the longest first (default %(default)s; 1: one after another)")
     demo.add_argument("--json", type=check.output_file, help="also write the matrices as JSON to this file")
     check.force_option(demo)
     demo.set_defaults(func=_demo)

@@ -7,38 +7,66 @@ agents through the environment, and stop it at the end.
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Iterable, Mapping
 
 from crashlab.engines.registry import WITH_SERVER, engine
 
 NEEDS = WITH_SERVER  # the servers the course knows how to start
 
 
+def _names(spec: Mapping) -> list[str]:
+    needs = spec.get("needs") or []
+    return [needs] if isinstance(needs, str) else list(needs)
+
+
 class Needs:
-    """Start each needed server on first request and keep it for the rest of the run."""
+    """Start each needed server on first request (or, told what is coming, in the background at once: see
+    :meth:`prepare`) and keep it for the rest of the run. Safe to use from several threads."""
 
     def __init__(self, workdir: Path, timeout: float = 30.0):
         self.workdir = Path(workdir)
         self.timeout = timeout
         self._stack = ExitStack()
-        self._env: dict[str, dict[str, str]] = {}
+        self._lock = threading.Lock()
+        self._starting: dict[str, Future] = {}
+        self._pool: ThreadPoolExecutor | None = None
+
+    def prepare(self, specs: Iterable[Mapping]) -> None:
+        """Start every server the ``specs`` name, each in a thread of its own, now: the run's first matrices go on
+        while they start, and a matrix that needs one waits only for what is left of its start."""
+        for need in dict.fromkeys(n for spec in specs for n in _names(spec)):
+            self._future(need)
 
     def env_for(self, spec: dict) -> dict[str, str]:
         env = dict(spec.get("env") or {})
-        needs = spec.get("needs") or []
-        for need in [needs] if isinstance(needs, str) else needs:
-            if need not in self._env:
-                self._env[need] = self._start(need)
-            env.update(self._env[need])
+        for need in _names(spec):
+            env.update(self._future(need).result())  # a server that failed to start raises here, as before
         return env
 
-    def _start(self, need: str) -> dict[str, str]:
+    def _future(self, need: str) -> Future:
         if need not in NEEDS:
             raise ValueError(f"unknown need {need!r}: the course knows how to start {', '.join(map(repr, NEEDS))}")
-        return self._stack.enter_context(engine(need).serve(self.workdir / need, self.timeout))
+        with self._lock:
+            if need not in self._starting:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=len(NEEDS), thread_name_prefix="needs")
+                self._starting[need] = self._pool.submit(self._start, need)
+            return self._starting[need]
+
+    def _start(self, need: str) -> dict[str, str]:
+        server = engine(need).serve(self.workdir / need, self.timeout)
+        env = server.__enter__()
+        with self._lock:
+            self._stack.push(server.__exit__)  # stopped with the others at close, last started first
+        return env
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)  # a server still starting is up (or failed) before anything stops
         self._stack.close()
 
     def __enter__(self) -> "Needs":

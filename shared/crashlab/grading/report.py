@@ -37,6 +37,7 @@ class GradeReport:
     seconds: float = 0.0
     isolated: bool = False
     run_id: str = ""
+    self_check: bool = False  # the learner's own check, never isolated (nothing in it is hidden from them)
 
     @property
     def score(self) -> float:
@@ -69,8 +70,15 @@ class GradeReport:
             lines.append(f"{name:<{widths[0]}}  {score:>{widths[1]}}  {max_score:>{widths[2]}}  {wrapped[0]}")
             lines += [" " * indent + more for more in wrapped[1:]]
         lines.append(f"{'total':<{widths[0]}}  {self.score:>{widths[1]}g}  {self.max_score:>{widths[2]}g}")
-        why = "isolation was not asked for" if os.geteuid() == 0 else "not graded as root"
-        lines.append(f"isolated: {'yes' if self.isolated else f'no ({why}: student code ran as you)'}")
+        if self.isolated:
+            isolated = "yes"
+        elif self.self_check:
+            isolated = "no (a self-check runs your code as you)"
+        elif os.geteuid() == 0:
+            isolated = "no (isolation was not asked for: student code ran as you)"
+        else:
+            isolated = "no (not graded as root: student code ran as you)"
+        lines.append(f"isolated: {isolated}")
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -146,7 +146,7 @@ def self_check(path: str | Path, *, cell_timeout: int = 120, deadline: float = 9
         tags = cell.get("metadata", {}).get("tags", [])
         if SKIP_WHEN_GRADING_TAG in tags and USES_ANSWERS_TAG not in tags:
             cell.source = "pass  # a given demonstration: left out of the self-check"
-    report = GradeReport(path.name, lesson, notes=[NOT_THE_GRADE])
+    report = GradeReport(path.name, lesson, notes=[NOT_THE_GRADE], self_check=True)
     missing = unreleased_answers(nb)
     if missing:
         report.notes.append(f"this lesson builds on the answers of lesson {', '.join(missing)}, which your copy of the "

@@ -61,6 +61,14 @@ def _add(archive: zipfile.ZipFile, name: str, data: bytes, executable: bool = Fa
     archive.writestr(info, data)
 
 
+def without_widget_state(master: Path) -> bytes:
+    """The master as the grader needs it: without the state of its progress-bar widgets (tens of kilobytes a
+    lesson, which nothing in grading reads)."""
+    nb = nbformat.read(master, as_version=4)
+    nb.metadata.pop("widgets", None)
+    return nbformat.writes(nb).encode()
+
+
 def build_autograder(out: Path, notebooks: list[str] | None = None, root: Path | None = None, *,
                      force: bool = False) -> list[Path]:
     """Write the bundle to ``out`` (atomically); returns the masters it grades. An existing ``out`` that is not
@@ -82,7 +90,7 @@ def build_autograder(out: Path, notebooks: list[str] | None = None, root: Path |
             for path in library_files(root):
                 _add(archive, path.relative_to(root).as_posix(), path.read_bytes())
             for master in carried:
-                _add(archive, f"solutions/{master.name}", master.read_bytes())
+                _add(archive, f"solutions/{master.name}", without_widget_state(master))
         os.chmod(tmp, 0o600)  # the masters are in it
         replace_with(tmp, out, BUNDLE, force=force)
     except BaseException:

@@ -4,8 +4,8 @@ same :func:`tally`, so they always say the same thing."""
 
 from crashlab.report.page import (AGENTS_PER_IMAGE, CLEAN, FAILURE, MEASURE_WORDS, MEASURES, PAGE_PX, Tally,
                                   agent_title, headline, heatmap_cell, lesson_heatmap, lesson_number, sections_with_lessons,
-                                  short_name, tally, verdict, write_report)
+                                  short_name, tally, timeline_images, verdict, write_report)
 
 __all__ = ["AGENTS_PER_IMAGE", "CLEAN", "FAILURE", "MEASURES", "MEASURE_WORDS", "PAGE_PX", "Tally", "agent_title",
-           "headline", "heatmap_cell", "lesson_heatmap", "lesson_number", "sections_with_lessons", "short_name", "tally", "verdict",
-           "write_report"]
+           "headline", "heatmap_cell", "lesson_heatmap", "lesson_number", "sections_with_lessons", "short_name", "tally",
+           "timeline_images", "verdict", "write_report"]

@@ -2,14 +2,23 @@
 
 Reference agents are not copied into the library: they are taken from the master notebooks'
 ``%%writefile`` cells, so the demo always runs exactly what the lessons teach.
+
+Most of a matrix's time is waiting -- on a world to start, an agent to be killed, an engine's timeout to run out,
+a resume to finish -- so the demo runs two matrices at once (each with its own two rows at a time), the longest
+first, with the servers they need started in the background as it begins, and every agent forked from a warm
+launcher that has imported its engine (:func:`engine_preload`). It prints the matrices in the lessons' order
+whatever order they finish in, and the same tables and summary as one at a time would.
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import os
 import sys
 import textwrap
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -31,11 +40,49 @@ def reference_agents(solutions: Path) -> list[tuple[Path, dict]]:
     return found
 
 
+def engine_preload(agent: str, files: dict[str, str]) -> tuple[str, ...]:
+    """What the warm launcher imports for an agent whose spec names no ``preload``: the registry's ``imports`` of
+    every engine the agent file imports (or a file of its lesson that it imports does), so that no agent process
+    pays for importing its engine after the fork. The registry says what is safe to import before a fork."""
+    from crashlab.engines.registry import ENGINES
+
+    seen, todo, packages = set(), [agent], set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in files:
+            continue
+        seen.add(name)
+        try:
+            tree = ast.parse(files[name])
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else []
+            for module in modules:
+                top = module.split(".")[0]
+                todo.append(f"{top}.py")  # the lesson's own module, if it is one (else not in files)
+                packages.add(top)
+    return tuple(dict.fromkeys(module for entry in ENGINES.values() for module in entry.imports
+                               if module.split(".")[0] in packages))
+
+
+def _expected_seconds(spec: dict) -> float:
+    """A rough guess at a matrix's length, to start the long ones first: rows, resumers, and the engines whose
+    recovery waits on a server or a timeout."""
+    rows = 15 if spec.get("fail") is None else 12
+    per_row = 4.0 + (6.0 if spec.get("needs") else 0.0) + 1.5 * (int(spec.get("resumers", 1)) - 1)
+    return rows * per_row
+
+
 def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, solutions: Path | None = None,
                        verbose: bool = True, progress: bool = True, only_durable: bool = False,
-                       fail_points: str | list[str] = "all"):
+                       fail_points: str | list[str] = "all", parallel: int = 1):
     """Run every lesson's reference agents (taken from the masters) through the crash matrix, starting
-    and stopping the servers they need. Yields ``(lesson, spec, matrix)`` as each finishes.
+    and stopping the servers they need. Yields ``(lesson, spec, matrix)`` in the masters' order.
+
+    ``parallel`` matrices run at once (each with ``jobs`` rows at a time), the longest expected first, and the
+    servers any of them needs start in the background at once; with 1, one after another, as they are yielded.
 
     An agent whose spec names a step that fails for good (``"fail": "reserve_item"``: the compensation lesson's)
     runs the failure path, at ``fail_points`` when ``points`` is a list (the do path's points are not all on it)."""
@@ -45,44 +92,83 @@ def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, soluti
     agents = reference_agents(solutions)
     if not agents:
         raise FileNotFoundError(f"no reference agents found in {solutions}")
+    agents = [(master, spec) for master, spec in agents if not (only_durable and spec.get("expect") == "observe")]
     with scratch_dir("crashlab-demo-") as scratch, Needs(scratch / "servers") as needs:
-        for master, spec in agents:
-            if only_durable and spec.get("expect") == "observe":
-                continue
+        runs = []
+        for master, spec in agents:  # every lesson's files first: two agents of one lesson share its folder
             folder = scratch / master.stem
-            folder.mkdir(exist_ok=True)
-            for name, source in written_files(nbformat.read(master, as_version=4)).items():
-                (folder / name).write_text(source)
-            if verbose:
-                print(f"\n== {master.stem}: {spec['title']} ==", flush=True)
+            if not folder.exists():
+                folder.mkdir()
+                files = written_files(nbformat.read(master, as_version=4))
+                for name, source in files.items():
+                    (folder / name).write_text(source)
+            else:
+                files = {p.name: p.read_text() for p in folder.glob("*.py")}
             options = MatrixOptions.from_spec(spec)
             if points != "all":
                 options = options.but(points=fail_points if spec.get("fail") else points)
-            options = options.but(jobs=jobs)
-            matrix = crash_test(folder / spec["agent"], options.points, workdir=folder / ".rows",
-                                extra_env=needs.env_for(spec), progress=progress, **options.crash_test_kwargs())
-            yield master.stem, spec, matrix
+            options = options.but(jobs=jobs, preload=options.preload or engine_preload(spec["agent"], files))
+            runs.append((master, spec, folder, options))
+
+        def run(master: Path, spec: dict, folder: Path, options: MatrixOptions):
+            return crash_test(folder / spec["agent"], options.points, workdir=folder / ".rows",
+                              extra_env=needs.env_for(spec), progress=progress, **options.crash_test_kwargs())
+
+        def header(master: Path, spec: dict) -> None:
+            if verbose:
+                print(f"\n== {master.stem}: {spec['title']} ==", flush=True)
+
+        if parallel <= 1:
+            for master, spec, folder, options in runs:
+                header(master, spec)
+                yield master.stem, spec, run(master, spec, folder, options)
+            return
+        needs.prepare(spec for _, spec, _, _ in runs)
+        with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="demo-matrix") as pool:
+            longest_first = sorted(range(len(runs)), key=lambda k: -_expected_seconds(runs[k][1]))
+            futures = {k: pool.submit(run, *runs[k]) for k in longest_first}
+            try:
+                for k, (master, spec, _, _) in enumerate(runs):
+                    matrix = futures[k].result()
+                    header(master, spec)
+                    yield master.stem, spec, matrix
+            finally:
+                for future in futures.values():
+                    future.cancel()  # matrices not started yet never start (a failure, Ctrl-C)
 
 
 def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None = None,
-             html_out: str | None = "crashlab-demo.html", force: bool = False) -> int:
-    started = time.time()
-    results, failed, sections = [], False, []
+             html_out: str | None = "crashlab-demo.html", force: bool = False, parallel: int = 2) -> int:
+    started, load = time.time(), _load()
+    results, failed, sections, timelines = [], False, [], {}
+    # The page's timelines (a picture per row: minutes of matplotlib for the whole course) are drawn in another
+    # process as each matrix comes back, while the rest still run.
+    drawing = _drawing_pool() if html_out else None
     try:
-        for lesson, spec, matrix in reference_matrices(jobs=jobs, solutions=solutions):
+        for lesson, spec, matrix in reference_matrices(jobs=jobs, solutions=solutions, parallel=parallel):
             print(fit(str(matrix)), flush=True)
             failed |= spec.get("expect") != "observe" and not matrix.ok
             results.append({"lesson": lesson, "title": spec["title"], **matrix.as_dict()})
             sections.append((f"{lesson[:2]} {spec['title']}", matrix, lesson))
+            if drawing is not None:
+                from crashlab.report import timeline_images
+
+                timelines[id(matrix)] = drawing.submit(timeline_images, sections[-1][0], matrix)
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if drawing is not None:
+            drawing.shutdown(wait=False, cancel_futures=sys.exc_info()[0] is not None)
     print("\n" + terminal_summary(sections))
     if html_out:
         from crashlab.report import write_report
 
-        print(f"wrote {write_report(html_out, sections, 'Durable agents: every lesson under the crash harness')}")
-    print(f"\ndemo finished in {time.time() - started:.0f} s")
+        drawn = {key: future.result() for key, future in timelines.items()}
+        print(f"wrote {write_report(html_out, sections, 'Durable agents: every lesson under the crash harness', drawn)}")
+    minutes, seconds = divmod(round(time.time() - started), 60)
+    print(f"\ndemo finished in {minutes} min {seconds} s on {os.cpu_count()} CPUs (load average {load} at the "
+          f"start, {_load()} at the end: other work on the machine makes every matrix slower)")
     if json_out:
         try:
             write_output(json_out, json.dumps(results, indent=2) + "\n", DEMO, force=force)
@@ -91,6 +177,23 @@ def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None 
             return 1
         print(f"wrote {json_out}")
     return 1 if failed else 0
+
+
+def _drawing_pool():
+    """One process for drawing the page's pictures: a new interpreter (no fork of this threaded one), one core at
+    most, beside matrices that mostly wait."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+
+
+def _load() -> str:
+    """The machine's one-minute load average, as the closing line shows it."""
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except OSError:  # not every system has one
+        return "unknown"
 
 
 WIDTH = 100  # the demo's terminal output fits a 100-column terminal (and a projected one)

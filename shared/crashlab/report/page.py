@@ -17,7 +17,7 @@ import html
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from crashlab.harness import Matrix
 from crashlab.crash_points import allowed_repeats
@@ -290,10 +290,26 @@ def _key() -> str:
     return f"<div class='key'><b>Key:</b> {spans}<br><b>Columns:</b> {html.escape(MEASURE_WORDS)}</div>"
 
 
-def _lesson(lesson: str, members: list[tuple[str, Matrix, str]]) -> list[str]:
-    """One lesson: its heatmap, then per agent a heading saying what happened, the table and timelines."""
+def timeline_images(label: str, matrix: Matrix) -> list[str]:
+    """The page's timelines of one agent, one ``<img>`` per crash point with runs: the slow part of the page (a
+    picture per row), so a caller with matrices still to run can make them in another process meanwhile and hand
+    them to :func:`write_report`."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
     from crashlab.report.plots import timeline
 
+    parts = []
+    for row in matrix.rows:
+        if row.runs:
+            data, _, _ = _png(timeline(row.runs, row.events, title=f"{label}: {row.point}").figure, dpi=80)
+            parts.append(f"<img class='timeline' alt='{html.escape(row.point)}' src='data:image/png;base64,{data}'>")
+    return parts
+
+
+def _lesson(lesson: str, members: list[tuple[str, Matrix, str]], timelines: Mapping[int, list[str]]) -> list[str]:
+    """One lesson: its heatmap, then per agent a heading saying what happened, the table and timelines (from
+    ``timelines``, by the matrix's ``id``, where they were made already)."""
     number, name = lesson_number(lesson), lesson.replace("_", " ")
     anchor = f" id='lesson-{html.escape(number)}'" if lesson[:2].isdigit() else ""
     parts = [f"<section class='lesson'{anchor}><h2>Lesson {html.escape(name)}</h2>"]
@@ -308,19 +324,18 @@ def _lesson(lesson: str, members: list[tuple[str, Matrix, str]]) -> list[str]:
                      f"{html.escape(headline(matrix))}</h3><p class='sub'>{html.escape(label)}</p>"
                      f"<pre>{html.escape(str(matrix))}</pre>")
         parts.append("<details><summary>timelines, one per crash point</summary>")
-        for row in matrix.rows:
-            if row.runs:
-                data, _, _ = _png(timeline(row.runs, row.events, title=f"{label}: {row.point}").figure, dpi=80)
-                parts.append(f"<img class='timeline' alt='{html.escape(row.point)}' "
-                             f"src='data:image/png;base64,{data}'>")
+        made = timelines.get(id(matrix))
+        parts += made if made is not None else timeline_images(label, matrix)
         parts.append("</details>")
     return parts + ["</section>"]
 
 
-def write_report(path: str | Path, sections: Sequence[tuple], title: str = "Crash matrices") -> Path:
+def write_report(path: str | Path, sections: Sequence[tuple], title: str = "Crash matrices",
+                 timelines: Mapping[int, list[str]] | None = None) -> Path:
     """Write the page. ``sections``: ``(label, matrix)`` or ``(label, matrix, lesson)`` in order; sections
     of one lesson share a heatmap (see :func:`sections_with_lessons`). Each heading is written against the
-    matrix's own ``expect``: a naive agent's failures are reported as what it shows, not as "clean"."""
+    matrix's own ``expect``: a naive agent's failures are reported as what it shows, not as "clean".
+    ``timelines``: :func:`timeline_images` of some of the matrices, made already, by ``id(matrix)``."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -334,7 +349,7 @@ def write_report(path: str | Path, sections: Sequence[tuple], title: str = "Cras
     for row in rows:
         lessons.setdefault(row[2], []).append(row)
     for lesson, members in lessons.items():
-        parts += _lesson(lesson, members)
+        parts += _lesson(lesson, members, timelines or {})
     path = Path(path)
     path.write_text("\n".join(parts) + "\n</body></html>\n")
     return path

@@ -38,8 +38,8 @@ RESTATE_VERSION = ENGINES["restate"].pin  # @restatedev/restate-server; the Make
 ENV_RESTATE_BIN = "CRASHLAB_RESTATE_BIN"
 # Where restate_binary looks: <this environment>/restate -- .venv/restate after `make setup`, but a conda or
 # Binder environment has its own prefix, so the fix names this one.
-_INSTALL = (f"run `make setup`, or `npm install --prefix {Path(sys.prefix) / 'restate'} "
-            f"@restatedev/restate-server@{RESTATE_VERSION}` (needs Node.js's npm)")
+_INSTALL = (f"run `make setup`, or `python -m crashlab.engines.restate.fetch {Path(sys.prefix) / 'restate'}` "
+            "(no Node.js needed)")
 
 # What the course changes from the server's defaults: a small footprint on a shared 2-core machine, nothing
 # beyond loopback, and an invocation whose endpoint died retried within a second instead of after 500 ms,
@@ -82,7 +82,8 @@ class RestateServerError(RuntimeError):
 
 
 # --- finding the binary ------------------------------------------------------------------------------------------
-def _platform_package() -> str:
+def platform_package() -> str:
+    """The npm package holding this platform's binary (an optional dependency of ``@restatedev/restate-server``)."""
     arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine().lower(), "")
     os_name = {"linux": "linux", "darwin": "darwin"}.get(sys.platform, sys.platform)
     return f"@restatedev/restate-server-{os_name}-{arch}"
@@ -99,7 +100,7 @@ def restate_binary() -> Path:
                                      f"binary `make setup` installs ({_INSTALL})")
         return path
     root = Path(sys.prefix) / "restate" / "node_modules"
-    candidate = root / _platform_package() / "bin" / "restate-server"
+    candidate = root / platform_package() / "bin" / "restate-server"
     if candidate.is_file() and os.access(candidate, os.X_OK):
         return candidate
     found = shutil.which("restate-server")
