@@ -23,7 +23,7 @@ AGENT = [
     "MAX_TOKENS", "MODEL", "MODEL_TIMEOUT", "MalformedToolCall", "ModelCallFailed", "ModelClient",
     "ONE_TOOL_PER_TURN", "ORDER_ID", "RestateUnavailable", "SKU", "TOOLS", "TOOLS_WITH_UNDO", "TOOL_TIMEOUT",
     "TemporalUnavailable", "ToolCallFailed", "UNDO_TOOLS", "WorldNotRunning", "agent_main", "append_event",
-    "attach", "call_handler", "call_tool", "charge_card", "connect", "content_to_dicts", "endpoint_for",
+    "async_sdk_client", "attach", "call_handler", "call_tool", "charge_card", "connect", "content_to_dicts", "endpoint_for",
     "first_tool_use", "invocation_row", "journal_names", "list_charges", "list_reservations", "model_client",
     "namespace_for",
     "order_details", "order_task", "real_api_enabled", "refund_charge",
@@ -36,14 +36,15 @@ LESSONS = [
     "AMOUNT", "AgentError", "BASELINE", "CrashTestAgents", "MAX_TOKENS", "MODEL", "Matrix", "Needs", "ORDER_ID",
     "RestateServer", "RestateServerError", "RunningAgent", "SKU", "TOOLS", "TOOLS_WITH_UNDO", "TemporalServer",
     "TemporalServerError", "ToolCallFailed", "UNDO_TOOLS", "WarmLauncher", "World", "admin_sql", "agent_main",
-    "call_handler", "call_tool", "charge_card", "connect", "crash_row", "crash_test", "double_crash_pairs",
-    "extract_lesson_files", "failure_words", "finish", "first_tool_use", "free_port", "fresh_database",
-    "fresh_world", "interview", "invocation_row", "journal_entry_types", "kept_launcher", "list_charges", "matrix_heatmap",
+    "call_handler", "call_tool", "charge_card", "checkpoint_writes", "connect", "crash_row", "crash_test",
+    "dbos_steps", "double_crash_pairs", "effect_keys", "extract_lesson_files", "failure_words", "finish", "first_tool_use", "free_port", "fresh_database",
+    "fresh_world", "in_own_loop", "interview", "invocation_row", "journal_entry_types", "kept_launcher", "list_charges", "markdown_table",
+    "matrix_heatmap", "median_recovery",
     "model_client", "namespace_for", "needs_exercise", "on_reference_answers", "order_details", "order_task",
     "postgres_available", "reference_matrices", "reference_value", "remove_scratch", "replay_verdict",
     "reserve_item", "resolve_awakeable", "restate_lesson", "run_agent", "run_benchmark", "run_python",
     "seconds_per_step", "send_confirmation", "show_log", "show_run", "start_agent", "state_dir", "step_result",
-    "stop_worlds", "terminal_summary", "throwaway_postgres", "timeline", "undo_steps", "use_quiet_runtime",
+    "stop_worlds", "temporal_activities", "terminal_summary", "throwaway_postgres", "timeline", "undo_steps", "use_quiet_runtime",
     "variant", "work_in_lesson_folder", "world_service"
 ]
 

@@ -381,6 +381,34 @@ def test_malformed_reply_fault(world, kind):
     assert (normal.name, normal.input) == ("charge_card", CHARGE)
 
 
+def test_parallel_tool_use_asks_for_the_independent_steps_in_one_reply(world):
+    """Armed, the model asks for the charge and the reservation in one reply (two tool_use blocks, ids of their
+    own), then for the confirmation alone once both are answered, then finishes: three model calls, not four."""
+    world.inject("parallel_tool_use", times=10)
+    client = sdk(world)
+    messages = [{"role": "user", "content": order_task()}]
+    first = ask(client, messages)
+    both = tool_uses(first)
+    assert [(b.name, b.input) for b in both] == [("charge_card", CHARGE), ("reserve_item", {"order_id": ORDER_ID, "sku": SKU})]
+    assert len({b.id for b in both}) == 2
+    messages += [{"role": "assistant", "content": as_dicts(first)},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": b.id, "content": "{}"} for b in both]}]
+    second = ask(client, messages)
+    assert [b.name for b in tool_uses(second)] == ["send_confirmation"]
+    messages += [{"role": "assistant", "content": as_dicts(second)},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_uses(second)[0].id,
+                                               "content": "{}"}]}]
+    assert ask(client, messages).stop_reason == "end_turn"
+    # half answered, the reply is refused as the real API refuses it
+    with pytest.raises(anthropic.BadRequestError):
+        ask(client, [messages[0], messages[1], {"role": "user", "content": [messages[2]["content"][0]]}])
+
+
+def test_parallel_tool_use_is_off_unless_armed(world):
+    """Unarmed (every lesson), one tool per reply, as before."""
+    assert [b.name for b in tool_uses(ask(sdk(world), [{"role": "user", "content": order_task()}]))] == ["charge_card"]
+
+
 # --- the services --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("path, body, kind", [

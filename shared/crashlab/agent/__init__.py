@@ -24,7 +24,8 @@ name (``from crashlab.answers.lesson01 import run_logged_order``), which is how 
 that a lesson builds on another's answers.
 """
 
-from crashlab.agent.model import (MAX_TOKENS, MODEL, MODEL_TIMEOUT, ONE_TOOL_PER_TURN, ModelClient, content_to_dicts,
+from crashlab.agent.model import (MAX_TOKENS, MODEL, MODEL_TIMEOUT, ONE_TOOL_PER_TURN, ModelClient, async_sdk_client,
+                                  content_to_dicts,
                                   first_tool_use, model_client, real_api_enabled, tool_error_message,
                                   tool_result_message, warm_up_sdk)
 from crashlab.agent.run import agent_main
@@ -57,6 +58,7 @@ __getattr__, __dir__ = lazy_exports(globals(), _ON_DEMAND)
 __all__ = ["ALL_TOOL_SCHEMAS", "AMOUNT", "COMPENSATION_TOOLS", "MAX_TOKENS", "MODEL", "MODEL_TIMEOUT", "ONE_TOOL_PER_TURN",
            "ORDER_ID", "SKU", "TOOLS", "TOOLS_WITH_UNDO", "TOOL_TIMEOUT", "UNDO_TOOLS", "AgentError", "CallFailed",
            "MalformedToolCall", "ModelCallFailed", "ModelClient", "ToolCallFailed", "WorldNotRunning", "agent_main",
+           "async_sdk_client",
            "call_tool", "charge_card", "content_to_dicts", "first_tool_use", "list_charges", "list_reservations",
            "model_client",
            "order_details", "order_task", "real_api_enabled", "refund_charge", "release_item", "reserve_item",

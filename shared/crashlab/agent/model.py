@@ -75,18 +75,34 @@ def model_client() -> ModelClient:
 
     if real_api_enabled():
         return ModelClient(anthropic.Anthropic(max_retries=0), "the Anthropic API")
+    url = world_model_url()
+    sdk = anthropic.Anthropic(base_url=url, **_offline_settings(),
+                              http_client=anthropic.DefaultHttpxClient(verify=TLS))  # the shared TLS context
+    return ModelClient(sdk, url)
+
+
+def async_sdk_client():
+    """The SDK's own ``anthropic.AsyncAnthropic``, set up as :func:`model_client`'s (world, no hidden retries),
+    for a framework that takes an SDK client and makes the calls itself (Pydantic AI's ``AnthropicProvider``)."""
+    import anthropic
+
+    if real_api_enabled():
+        return anthropic.AsyncAnthropic(max_retries=0)
+    return anthropic.AsyncAnthropic(base_url=world_model_url(), **_offline_settings(),
+                                    http_client=anthropic.DefaultAsyncHttpxClient(verify=TLS))
+
+
+def world_model_url() -> str:
     url = os.environ.get(ENV_MODEL_URL)
     if not url:
         raise WorldNotRunning(f"{ENV_MODEL_URL} is not set, so there is no model to talk to; {HOW_TO_START}")
-    sdk = anthropic.Anthropic(
-        base_url=url,
-        api_key="offline-course-model",  # the local server ignores it; no real key is ever needed
-        max_retries=0,  # a hidden retry would be a hidden repeated call
-        timeout=MODEL_TIMEOUT,
-        default_headers={"X-Crashlab-Pid": str(os.getpid())},
-        http_client=anthropic.DefaultHttpxClient(verify=TLS),  # the SDK's own client, with the shared context
-    )
-    return ModelClient(sdk, url)
+    return url
+
+
+def _offline_settings() -> dict:
+    return {"api_key": "offline-course-model",  # the local server ignores it; no real key is ever needed
+            "max_retries": 0,  # a hidden retry would be a hidden repeated call
+            "timeout": MODEL_TIMEOUT, "default_headers": {"X-Crashlab-Pid": str(os.getpid())}}
 
 
 def content_to_dicts(content) -> list[dict]:
@@ -152,6 +168,7 @@ def warm_up_sdk() -> None:
                             messages=[{"role": "user", "content": order_task()}])
 
 
-__all__ = ["MAX_TOKENS", "MODEL", "MODEL_TIMEOUT", "ONE_TOOL_PER_TURN", "Messages", "ModelClient", "content_to_dicts",
+__all__ = ["MAX_TOKENS", "MODEL", "MODEL_TIMEOUT", "ONE_TOOL_PER_TURN", "Messages", "ModelClient", "async_sdk_client",
+           "content_to_dicts", "world_model_url",
            "first_tool_use", "model_client", "real_api_enabled", "tool_error_message", "tool_result_message",
            "warm_up_sdk"]

@@ -4,7 +4,7 @@ a notebook. Each name is imported on first use; a kernel that draws no heatmap n
 
 The lesson-specific helpers live beside this facade: :mod:`.kernel` (worlds and runs in a lesson's kernel),
 :mod:`.notebook` (a lesson's folder and exercise gates), :mod:`.restate` (reading Restate's journal),
-:mod:`.interview` (the question bank).
+:mod:`.interview` (the question bank), :mod:`.frameworks` (what each engine recorded for a framework's agent).
 """
 
 from crashlab.lessons import interview
@@ -31,6 +31,8 @@ _ON_DEMAND = {
     **dict.fromkeys(["needs_exercise", "work_in_lesson_folder"], "crashlab.lessons.notebook"),
     **dict.fromkeys(["finish", "journal_entry_types", "step_result", "variant", "world_service"],
                     "crashlab.lessons.restate"),
+    **dict.fromkeys(["checkpoint_writes", "dbos_steps", "effect_keys", "in_own_loop", "markdown_table",
+                     "median_recovery", "temporal_activities"], "crashlab.lessons.frameworks"),
     "failure_words": "crashlab.plumbing.tracebacks",
     "remove_scratch": "crashlab.plumbing.scratch",
     "free_port": "crashlab.plumbing.ports",

@@ -338,6 +338,45 @@ BANK: tuple[Question, ...] = (
        ["In-flight invocations move to the newest deployment and replay against the new code",
         "They fail with a nondeterminism error unless patched",
         "They stay on their own deployment, which must serve until they drain"], GRADED),
+    _q("q30", "8", "Your agent runs on Pydantic AI's Temporal integration, so every tool call is an activity. What does "
+                   "that durability not cover?",
+       "Nothing: an activity runs once, so every tool runs once.",
+       "It records each model reply and each tool call's result, so a crash never makes the model choose again. It "
+       "does not derive idempotency keys: after a tool's effect commits and before its activity completes, the retry "
+       "is a new request, and without a key a second charge. The keys are yours, from the run's durable identity "
+       "(the workflow id and run id; DBOS's ctx.run_id; Restate's invocation id) and the model's tool call id. And "
+       "read what the integration records: DBOS's makes the model requests steps but not the function tools; "
+       "Restate's journals tools only with auto_wrap_tools.",
+       "Outside any engine, why is a key built on ctx.run_id no key at all?",
+       ["Model calls: each one is sent again after every crash",
+        "Repeated effects in the window after a tool's effect lands",
+        "Nothing, as long as every tool is registered with the agent's toolset"], GRADED),
+    _q("q31", "8", "The model asks for the charge and the reservation in one reply, and the framework runs both at "
+                   "once. How do you key them?",
+       "By the order and the turn, as before.",
+       "Each block on its own: the run's durable identity, that block's tool_use id and the tool. The id is stable "
+       "because the engine records the model's reply before the tools run, so every replay hands each call the same "
+       "id. One key for the turn gives two different requests one key, and the provider refuses the second with a "
+       "400 (same key, other parameters). Know what the integration does with the calls: Pydantic AI on Temporal and "
+       "DBOS runs them concurrently; Restate's RestateAgent runs them in turn, in the reply's order, through a "
+       "turnstile.",
+       "What changes if the model's reply is not recorded before the tools run?",
+       ["One key per turn, shared by both calls, so a replay repeats neither",
+        "The order id and the tool's name alone",
+        "Each block on its own: run identity plus its tool_use id"], GRADED),
+    _q("q32", "8", "You must choose between Pydantic AI's Temporal and DBOS integrations and Restate's. What decides "
+                   "it?",
+       "Whichever has the most stars.",
+       "What each records, what you can operate, and how it recovers. Temporal needs its server and workers that "
+       "poll it; every model request and tool call is an activity, and a dead worker's activity waits out its "
+       "timeout (60 s by default: tune it). DBOS is a library on your own Postgres or SQLite, recovers on the next "
+       "launch, and leaves function tools out of its steps until you put them in. Restate pushes to your endpoint, "
+       "journals tools only with auto_wrap_tools and runs one reply's tool calls in turn. On all three the keys are "
+       "yours: crash each under the harness before you choose.",
+       "Which would you pick for an agent that waits two days for a human, and why?",
+       ["The one whose integration derives the idempotency keys for you",
+        "What each records, what you can operate, and how it recovers",
+        "Always Temporal: it is the only one that keeps a history"], GRADED),
 )
 
 

@@ -295,18 +295,18 @@ class World:
         return self._admin("GET", "crash")["reached"]
 
     def inject(self, fault: str, times: int = 1, arg: str | None = None, order_id: str | None = None) -> None:
-        """Arm a fault: ``lost_ack:TOOL`` (commit, then drop the reply), ``latency:TOOL`` (arg: seconds
-        in flight), ``refuse:TOOL`` (answer with the status in arg, 400 or 503 say, and do nothing),
-        ``malformed_reply`` (arg: unknown_tool, missing_args or bad_type). TOOL may be an undo tool too.
+        """Arm a fault: ``lost_ack:TOOL`` (commit, then drop the reply), ``latency:TOOL`` (arg: seconds in flight),
+        ``refuse:TOOL`` (answer with the status in arg, 400 or 503 say, and do nothing), ``malformed_reply`` (arg:
+        unknown_tool, missing_args or bad_type), ``parallel_tool_use`` (tools in one reply). TOOL may be an undo tool too.
         With ``order_id`` only requests for that order meet it (and use it up); None: any order's.
         For a step that fails for good, see :meth:`fail_permanently`."""
         from crashlab.order import ALL_TOOLS
-        from crashlab.world.policy import MALFORMED_REPLIES
+        from crashlab.world.policy import MALFORMED_REPLIES, MODEL_FAULTS
 
         kind, _, tool = fault.partition(":")
-        if fault != "malformed_reply" and (kind not in ("lost_ack", "latency", "refuse") or tool not in ALL_TOOLS):
+        if fault not in MODEL_FAULTS and (kind not in ("lost_ack", "latency", "refuse") or tool not in ALL_TOOLS):
             raise ValueError(f"unknown fault {fault!r}: lost_ack:TOOL, latency:TOOL, refuse:TOOL (TOOL one of "
-                             f"{', '.join(ALL_TOOLS)}) or malformed_reply -- an unknown fault would never fire")
+                             f"{', '.join(ALL_TOOLS)}) or {' or '.join(MODEL_FAULTS)} -- an unknown fault would never fire")
         if kind == "latency" and not _is_seconds(arg):
             raise ValueError(f"{fault} needs arg= seconds in flight, such as '0.5', got {arg!r}")
         if fault == "malformed_reply" and arg not in MALFORMED_REPLIES:

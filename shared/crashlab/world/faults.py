@@ -1,6 +1,7 @@
 """The world's faults, kept in its control ledger so that they outlive an agent's crash and a world's restart.
 
-- counted faults (``lost_ack:TOOL``, ``latency:TOOL``, ``refuse:TOOL``, ``malformed_reply``): each fires as many
+- counted faults (``lost_ack:TOOL``, ``latency:TOOL``, ``refuse:TOOL``, ``malformed_reply``, ``parallel_tool_use``
+  -- not a fault but a way the model may answer, armed the same way): each fires as many
   times as it was armed for, for one order or for any. The harness arms them for the order under test, so that
   requests for another order (a decoy's, sent to use them up where they cost nothing) leave them armed; a
   lesson that spreads one fault over several orders arms it for any;

@@ -152,10 +152,30 @@ def _plan(request: dict, messages: list[dict], done: set[str]) -> tuple[list[str
 
 # Ways a reply can be malformed on purpose, to teach that a tool call is untrusted input.
 MALFORMED_REPLIES = ("unknown_tool", "missing_args", "bad_type")
+# What the world can be told to make its model do (World.inject): a malformed reply; several tool_use blocks in one
+# reply (:func:`next_calls`), one firing per reply, so arm it for as many replies as the run makes.
+MODEL_FAULTS = ("malformed_reply", "parallel_tool_use")
 
 
-def reply(request: dict, *, malformed: str | None = None) -> dict:
-    """The Messages API response to ``request``."""
+# The steps that may run side by side: the charge and the reservation do not depend on each other; the
+# confirmation tells the customer both are done, so it waits for them.
+PARALLEL_TOOLS = ("charge_card", "reserve_item")
+
+
+def next_calls(pending: list[str], undoing: str | None, parallel: bool) -> list[str]:
+    """The tools the next reply asks for: the first pending one; with ``parallel``, while the order is being
+    done (not undone), every pending step that may run side by side, in one reply -- as a real model does
+    unless the request sets ``disable_parallel_tool_use``."""
+    if parallel and not undoing:
+        together = [name for name in pending if name in PARALLEL_TOOLS]
+        if len(together) > 1:
+            return together
+    return pending[:1]
+
+
+def reply(request: dict, *, malformed: str | None = None, parallel: bool = False) -> dict:
+    """The Messages API response to ``request``. ``parallel``: ask for several tools in one reply where the order
+    allows it (:func:`next_calls`); off, one tool per reply, as every lesson's agent expects."""
     if not isinstance(request, dict):
         raise InvalidRequest("the request body must be a JSON object")
     messages = normalize_messages(request.get("messages"))
@@ -178,18 +198,19 @@ def reply(request: dict, *, malformed: str | None = None) -> dict:
         content = [{"type": "text", "text": text}]
         stop_reason = "end_turn"
     else:
-        name = pending[0]
-        args = {key: order[key] for key in ALL_TOOL_SCHEMAS[name]["required"]}
-        if malformed == "unknown_tool":
-            name = "refund_card"
-        elif malformed == "missing_args":
-            args.pop(next(iter(args)))
-        elif malformed == "bad_type":
-            args["order_id"] = 8842
-        content = [
-            {"type": "text", "text": f"Next step: {name}."},
-            {"type": "tool_use", "id": "toolu_" + secrets.token_hex(12), "name": name, "input": args},
-        ]
+        calls = []
+        for name in next_calls(pending, undoing, parallel):
+            args = {key: order[key] for key in ALL_TOOL_SCHEMAS[name]["required"]}
+            if malformed and not calls:  # a malformed reply spoils its first call
+                if malformed == "unknown_tool":
+                    name = "refund_card"
+                elif malformed == "missing_args":
+                    args.pop(next(iter(args)))
+                elif malformed == "bad_type":
+                    args["order_id"] = 8842
+            calls.append({"type": "tool_use", "id": "toolu_" + secrets.token_hex(12), "name": name, "input": args})
+        content = [{"type": "text", "text": f"Next step{'s' if len(calls) > 1 else ''}: "
+                                            f"{' and '.join(call['name'] for call in calls)}."}] + calls
         stop_reason = "tool_use"
     return {
         "id": "msg_" + secrets.token_hex(12),

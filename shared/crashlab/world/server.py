@@ -229,7 +229,8 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
         if self._crash("before", op, order_id):
             return
         try:
-            body = policy.reply(request, malformed=faults.take("malformed_reply", order_id))
+            body = policy.reply(request, malformed=faults.take("malformed_reply", order_id),
+                                parallel=faults.take("parallel_tool_use", order_id) is not None)
             status, stop_reason = 200, body["stop_reason"]
         except policy.InvalidRequest as exc:
             body = {"type": "error", "error": {"type": "invalid_request_error", "message": str(exc)}}
