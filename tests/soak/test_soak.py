@@ -21,6 +21,7 @@ from crashlab.soak.reference import reference_spec
 AGENTS = Path(__file__).parents[1] / "agents"
 KEYED = AGENTS / "logged_agent.py"  # lesson 1's logged loop, each tool call keyed by the order and the step
 NAIVE = AGENTS / "naive_agent.py"  # no keys, no lock: racing resumers redo the same steps
+PATIENT = AGENTS / "patient_agent.py"  # the keyed loop, retried inside its process through any failure that may pass
 
 
 @pytest.fixture(autouse=True)
@@ -41,6 +42,17 @@ def test_keyed_agent_survives_random_kills_racing_resumers_a_flaky_world_and_a_w
     assert figures["flaky_periods"] == 1 and figures["flaky_refused"] > 0, figures  # the 503s and 529s were met
     assert figures["processes"] >= 4 * (1 + 2), figures  # a first run and at least one round of 2+ resumers each
     assert all(o.audit.finished and o.duplicates == 0 for o in result.orders)
+
+
+def test_an_agent_that_retries_in_its_process_is_given_time_to_outlive_an_outage():
+    """The outage lasts twice the agent's timeout; the timeout counts only time the world was up, so the agent
+    that was retrying through it is not killed as hung, and it finishes the order itself."""
+    result = soak(PATIENT, orders=1, kills="none", kill_window=0.05, world_faults=[("outage", 3.0)], timeout=1.5,
+                  seed=5, progress=False)
+    [order] = result.orders
+    assert result.ok and order.audit.finished, str(result)
+    assert result.figures()["outages"] == 1, result.figures()
+    assert order.errors == [], order.errors  # no "hung: killed after the 1.5 s timeout", no failed run
 
 
 def test_the_soak_catches_the_naive_agent(tmp_path, capsys):

@@ -312,7 +312,8 @@ def build_parser() -> Parser:
     soak.add_argument("--seed", type=check.non_negative_int, default=None, help="for a soak you can run again")
     soak.add_argument("--jobs", type=check.positive_int, default=2, help="orders run at once (default %(default)s)")
     soak.add_argument("--timeout", type=check.positive_seconds, default=60,
-                      help="seconds before a process counts as hung (default %(default)s)")
+                      help="seconds before a process counts as hung, not counting the time the world is killed, down "
+                           "or flaky (default %(default)s)")
     soak.add_argument("--max-rounds", type=check.positive_int, default=12,
                       help="rounds of resumers before an unfinished order counts as lost (default %(default)s)")
     soak.add_argument("--key-lease", type=check.positive_seconds, default=None,

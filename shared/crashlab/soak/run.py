@@ -13,7 +13,9 @@ The crash matrix kills an agent at named points, one at a time. The soak does wh
    restarts it on its own state; ``outage:SECONDS`` stops it for that long, then restarts it on its own state;
    ``flaky:SECONDS`` keeps it up but answers every request 503 (the model 529) for that long. Agents that were
    talking to it may fail (an *agent error*, expected then), and later rounds resume them; rounds that met a
-   fault do not count against an order.
+   fault do not count against an order. An agent that retries inside its process (DBOS, Temporal) is given
+   time to outlive a fault of any length: its timeout counts only the time the world was up and well, so a
+   120 s outage does not get it killed as hung before it can finish the order.
 4. At the end every order is audited from the world's ledgers, never from what an agent said
    (:mod:`crashlab.soak.results`): duplicates, unfinished (*lost*) orders, effects that were not the order's own
    (each order has its own amount and SKU: :func:`crashlab.order.order_details`), repeated model calls.
@@ -106,6 +108,7 @@ class _Soak:
         if self.stopping.is_set():
             return
         plan: list[tuple[RunningAgent, float | None]] = []
+        troubled = self.world.troubled_seconds()  # the timeout leaves out the time of faults from here on
         try:
             for _ in range(count):
                 kill_at = rng.uniform(0, self.kill_window) if rng.random() < kill_odds else None
@@ -124,7 +127,7 @@ class _Soak:
                     elif kill_at is not None and now >= kill_at:
                         running.kill()  # SIGKILL, the process group and everything below it
                         killed.add(id(running))
-                    elif now >= running.started + self.timeout:
+                    elif now >= running.started + self.timeout + self.world.troubled_seconds() - troubled:
                         running.kill()
                         hung.add(id(running))
                 time.sleep(0.01)
@@ -159,8 +162,9 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
     starts orders until ``seconds`` have passed; with both, whichever ends first. ``kill_window=None``: the wall
     time of one clean run, measured first. ``world_faults``: as :func:`parse_world_faults` returns them.
     ``needs``: servers to start for the agents besides the world (``"temporal"``), as a lesson's metadata names
-    them. ``progress``: a tqdm bar on stderr (default: when stderr is a terminal). ValueError if the clean run
-    fails: a soak of an agent that cannot run an order says nothing."""
+    them. ``progress``: a tqdm bar on stderr (default: when stderr is a terminal). ``timeout``: seconds an agent
+    process may run while the world is up and well (time under a world fault is not counted). ValueError if the
+    clean run fails: a soak of an agent that cannot run an order says nothing."""
     agent = Path(agent).resolve()
     if not agent.is_file():
         raise FileNotFoundError(f"no agent file at {agent}")

@@ -61,7 +61,8 @@ class SoakWorld:
     While it is down, ``up`` is clear and everyone who needs it waits.
 
     ``generation`` counts the starts and ends of faults: it is odd while a fault is under way, so a resume
-    round can tell whether it met one (:meth:`calm_since`), and such a round does not count against an order."""
+    round can tell whether it met one (:meth:`calm_since`), and such a round does not count against an order.
+    :meth:`troubled_seconds` adds up the time faults lasted, so that an agent's timeout can leave it out."""
 
     def __init__(self, folder: Path, key_lease: float | None):
         self.folder, self.key_lease = folder, key_lease
@@ -73,6 +74,13 @@ class SoakWorld:
         self.flaky_refused = 0  # requests the world answered with a 5xx while flaky
         self._fault_lock = threading.Lock()
         self.closed = threading.Event()
+        self._troubled = 0.0  # seconds of faults that have ended
+        self._fault_began: float | None = None  # when the fault under way began
+
+    def troubled_seconds(self) -> float:
+        """Seconds the world has spent killed, down or flaky so far, the fault under way included."""
+        began = self._fault_began
+        return self._troubled + (time.monotonic() - began if began is not None else 0.0)
 
     def env(self) -> dict:
         self.up.wait()
@@ -98,12 +106,15 @@ class SoakWorld:
             if self.closed.is_set():
                 return
             self.generation += 1
+            self._fault_began = time.monotonic()
             try:
                 if kind == "flaky":
                     self._flaky(seconds)
                 else:
                     self._down(kind, seconds)
             finally:
+                self._troubled += time.monotonic() - self._fault_began
+                self._fault_began = None
                 self.generation += 1
                 self.up.set()
 
