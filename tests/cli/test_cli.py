@@ -40,6 +40,7 @@ BAD_INPUTS = [
     bad("timeout-inf", ["crash-test", "agent.py", "--timeout", "inf"]),
     bad("double-negative", ["crash-test", "agent.py", "--double", "-1"]),
     bad("double-more-than-exist", ["crash-test", "agent.py", "--double", "100"]),
+    bad("double-more-than-the-failure-path-has", ["crash-test", "agent.py", "--fail", "reserve_item", "--double", "18"]),
     # crash-test: crash points, faults, order
     bad("points-empty", ["crash-test", "agent.py", "--points", ""]),
     bad("points-only-commas", ["crash-test", "agent.py", "--points", " , "]),
@@ -218,19 +219,22 @@ def test_help_names_the_tools_and_crash_points_it_accepts():
 
 
 def test_fail_runs_the_failure_path_from_the_command_line(tmp_path):
-    """``--fail``: the step fails for good in every row, undo steps are crash points, rows end cleanly undone."""
+    """``--fail``: the step fails for good in every row, undo steps are crash points, rows end cleanly undone; the
+    double crashes of ``--double`` are pairs of that path, which a correct saga reaches."""
     from master_files import write_master_files
 
     write_master_files(Path(__file__).resolve().parents[2] / "solutions" / "07_compensation.ipynb", tmp_path)
     agent = tmp_path / "compensating_agent.py"  # the saga on the log, as the compensation lesson writes it
     done = subprocess.run([sys.executable, "-m", "crashlab.cli", "crash-test", str(agent), "--fail", "out_of_stock",
-                           "--points", "after:refund_charge", "--quiet", "--json", str(tmp_path / "m.json")],
-                          capture_output=True, text=True, timeout=120)
+                           "--points", "after:refund_charge", "--double", "1", "--quiet", "--json",
+                           str(tmp_path / "m.json")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     matrix = json.loads((tmp_path / "m.json").read_text())
     assert matrix["fail"] == "reserve_item:out_of_stock"
-    assert [(row["point"], row["verdict"]) for row in matrix["rows"]] == [
+    assert [(row["point"], row["verdict"]) for row in matrix["rows"]][:2] == [
         ("(no crash)", "cleanly undone"), ("after:refund_charge", "cleanly undone")]
+    [double] = matrix["rows"][2:]
+    assert double["verdict"] == "cleanly undone" and double["reached"], double
 
 
 def test_a_good_crash_test_command_line_is_read_as_given(tmp_path):

@@ -55,6 +55,19 @@ def test_an_agent_that_retries_in_its_process_is_given_time_to_outlive_an_outage
     assert order.errors == [], order.errors  # no "hung: killed after the 1.5 s timeout", no failed run
 
 
+def test_a_reference_saga_is_soaked_down_the_failure_path_its_lesson_gives_it(tmp_path, capsys):
+    """``--reference 07`` is the log saga, whose spec says reserve_item fails for good: every order must end cleanly
+    undone (had the soak run the do path, the saga would have completed them and passed for the wrong reason)."""
+    out = tmp_path / "soak.json"
+    code = main(["soak", "--reference", "07", "--orders", "1", "--resumers", "1..2", "--seed", "4", "--quiet",
+                 "--max-rounds", "3", "--json", str(out)])
+    figures = json.loads(out.read_text())
+    printed = capsys.readouterr().out
+    assert code == 0 and figures["ok"], printed
+    assert figures["settings"]["fail"] == "reserve_item:out_of_stock" and "reserve_item:out_of_stock fails" in printed
+    assert [o["audit"]["verdict"] for o in figures["per_order"]] == ["cleanly undone"], figures["per_order"]
+
+
 def test_the_soak_catches_the_naive_agent(tmp_path, capsys):
     out = tmp_path / "soak.json"
     code = main(["soak", str(NAIVE), "--orders", "3", "--resumers", "2..3", "--seed", "3", "--quiet",
@@ -88,6 +101,7 @@ def test_the_soak_catches_the_naive_agent(tmp_path, capsys):
     (["--seconds", "0"], "positive"),
     (["--kills", "sometimes"], "invalid choice"),
     (["--json", "/no/such/folder/x.json"], "does not exist"),
+    (["--fail", "nosuch"], "no permanent failure for 'nosuch'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:

@@ -233,16 +233,6 @@ def failure(text: str) -> str:
         raise _bad(str(exc)) from None
 
 
-def double_crashes(text: str) -> int:
-    from crashlab.harness import double_crash_pairs
-
-    value = non_negative_int(text)
-    most = len(double_crash_pairs(None))
-    if value > most:
-        raise _bad(f"the order has {most} double crashes (a first crash, then one at a later tool), got {text!r}")
-    return value
-
-
 def order_id(text: str) -> str:
     try:
         return check_order_id(text)

@@ -79,6 +79,13 @@ def _check_crash_test(args) -> None:
     repeated = sorted({tool for tool in args.lost_ack if args.lost_ack.count(tool) > 1})
     if repeated:
         raise UsageError(f"--lost-ack {repeated[0]} is given twice: the fault drops the first reply of a tool once")
+    from crashlab.harness import double_crash_pairs
+
+    most = len(double_crash_pairs(None, fail=args.fail))  # the pairs of the path the rows take
+    if args.double > most:
+        path = f"the failure path of --fail {args.fail}" if args.fail else "the order"
+        raise UsageError(f"{path} has {most} double crashes (a first crash, then one at a later tool), got "
+                         f"--double {args.double}")
     check.check_not_same_file(args.json, args.agent, "agent file")
     check.check_output(args.json, MATRIX, args.force)
 
@@ -92,7 +99,7 @@ def _crash_test(args) -> int:
     try:
         matrix = crash_test(args.agent, args.points, args.order, expect=args.expect, jobs=args.jobs,
                             timeout=args.timeout, progress=not args.quiet, resumers=args.resumers,
-                            double=double_crash_pairs(args.double) if args.double else None,
+                            double=double_crash_pairs(args.double, fail=args.fail) if args.double else None,
                             faults=[(f"lost_ack:{tool}", 1, None) for tool in args.lost_ack] or None,
                             launcher=args.launcher, preload=tuple(args.preload), fail=args.fail,
                             key_lifetime=args.key_lifetime)
@@ -156,6 +163,7 @@ def _soak(args) -> int:
         raise UsageError("give an agent file or --reference LESSON (a lesson's reference agent), not both" if
                          args.agent else "give an agent file, or --reference LESSON for a lesson's reference agent")
     spec = args.reference[1] if args.reference else {}
+    fail = args.fail or spec.get("fail")  # a reference saga is soaked down the failure path its lesson gives it
     launcher = args.launcher or spec.get("launcher", "warm")
     preload = tuple(dict.fromkeys([*spec.get("preload", ()), *args.preload]))
     needs = spec.get("needs") or []
@@ -180,7 +188,7 @@ def _soak(args) -> int:
             result = soak(agent, args.orders, resumers=args.resumers, kills=args.kills, kill_window=args.kill_window,
                           world_faults=args.world_faults, seconds=args.seconds, seed=args.seed, jobs=args.jobs,
                           timeout=args.timeout, max_rounds=args.max_rounds, launcher=launcher, preload=preload,
-                          needs=needs, progress=False if args.quiet else None, key_lease=args.key_lease)
+                          needs=needs, progress=False if args.quiet else None, key_lease=args.key_lease, fail=fail)
     except (FileNotFoundError, ValueError, WorldError, LauncherError, TemporalServerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -266,7 +274,7 @@ def build_parser() -> Parser:
                        help="seconds before a run counts as hung (default %(default)s)")
     crash.add_argument("--resumers", type=check.positive_int, default=1,
                        help="resume processes started at once after a crash (default %(default)s)")
-    crash.add_argument("--double", type=check.double_crashes, default=0, metavar="N",
+    crash.add_argument("--double", type=check.non_negative_int, default=0, metavar="N",
                        help="also N sampled double crashes (a second crash during the resume)")
     crash.add_argument("--lost-ack", type=check.tool_name, action="append", default=[], metavar="TOOL",
                        help="the service commits TOOL's first call and drops the reply (repeatable; "
@@ -327,6 +335,9 @@ def build_parser() -> Parser:
     soak.add_argument("--needs", choices=NEEDS, action="append", default=[],
                       help="a server the agent needs besides the world, started for the soak (temporal: the "
                            "Temporal dev server; restate: a Restate server; repeatable)")
+    soak.add_argument("--fail", type=check.failure, metavar="STEP",
+                      help="soak the failure path: STEP fails for good for every order (reserve_item, card_declined"
+                           "...), and each order must end cleanly undone (default: the --reference agent's own, if any)")
     soak.add_argument("--json", type=check.output_file, help="also write the figures as JSON to this file")
     check.force_option(soak)
     soak.add_argument("--quiet", action="store_true", help="no progress bar")
