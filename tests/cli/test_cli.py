@@ -38,6 +38,8 @@ BAD_INPUTS = [
     bad("timeout-negative", ["crash-test", "agent.py", "--timeout", "-5"]),
     bad("timeout-nan", ["crash-test", "agent.py", "--timeout", "nan"]),
     bad("timeout-inf", ["crash-test", "agent.py", "--timeout", "inf"]),
+    bad("world-state-empty", ["world", "start", "--state", "", "--detach"]),
+    bad("world-stop-state-empty", ["world", "stop", "--state", " "]),
     bad("double-negative", ["crash-test", "agent.py", "--double", "-1"]),
     bad("double-more-than-exist", ["crash-test", "agent.py", "--double", "100"]),
     bad("double-more-than-the-failure-path-has", ["crash-test", "agent.py", "--fail", "reserve_item", "--double", "18"]),
@@ -106,6 +108,7 @@ BAD_INPUTS = [
     bad("demo-jobs-0", ["demo", "--jobs", "0"]),
     bad("demo-json-missing-folder", ["demo", "--json", "nodir/demo.json"]),
     bad("demo-report-is-a-folder", ["demo"]),
+    bad("demo-report-is-someone-elses", ["demo"]),
     # bench
     bad("bench-steps-1", ["bench", "--steps", "1"]),
     bad("bench-steps-0", ["bench", "--steps", "0"]),
@@ -180,6 +183,8 @@ def test_a_bad_input_is_one_error_line_and_nothing_is_done(case, args, folders):
     work, tmp = folders
     if case == "demo-report-is-a-folder":
         (work / "crashlab-demo.html").mkdir()
+    if case == "demo-report-is-someone-elses":  # notes of the learner's under the report's name: never replaced
+        (work / "crashlab-demo.html").write_text("<html><body>my notes</body></html>\n")
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()

@@ -73,6 +73,14 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def state_folder(text: str) -> str:
+    """A world's state folder. An empty name is refused: the world would live in a scratch folder of its own,
+    and a detached one would be left running with no folder to name when stopping it."""
+    if not text.strip():
+        raise _bad("needs a folder name: the world keeps its ledgers and the agents' state there")
+    return text
+
+
 def port(text: str) -> int:
     value = _whole_number(text)
     if not 1 <= value <= 65535:

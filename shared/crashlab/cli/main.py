@@ -12,7 +12,7 @@ from pathlib import Path
 from crashlab.cli import args as check
 from crashlab.cli.args import Parser, UsageError
 from crashlab.engines.needs import NEEDS
-from crashlab.plumbing.outputs import DEMO, MATRIX, RESULTS, SOAK, OutputError
+from crashlab.plumbing.outputs import DEMO, MATRIX, REPORT, RESULTS, SOAK, OutputError
 from crashlab.order import ORDER_ID, TOOL_ORDER
 
 
@@ -228,6 +228,7 @@ def _demo(args) -> int:
     check.check_folder_writable(".", "the demo writes crashlab-demo.html here")
     if Path("crashlab-demo.html").is_dir():
         raise UsageError("crashlab-demo.html here is a folder: the demo writes its report there; move it")
+    check.check_output("crashlab-demo.html", REPORT, args.force)
     check.check_output(args.json, DEMO, args.force)
     from crashlab.report.demo import run_demo
 
@@ -241,7 +242,8 @@ def build_parser() -> Parser:
     world = sub.add_parser("world", help="start or stop the local world (model server and services)")
     world_sub = world.add_subparsers(dest="action", required=True)
     start = world_sub.add_parser("start", help="start a world on 127.0.0.1")
-    start.add_argument("--state", default=".crashlab/world", help="state directory (default %(default)s)")
+    start.add_argument("--state", type=check.state_folder, default=".crashlab/world",
+                       help="state directory (default %(default)s)")
     start.add_argument("--port", type=check.port, default=0, help="port, 1 to 65535 (default: any free one)")
     start.add_argument("--keep", action="store_true",
                        help="restart the world on its own state in --state: ledgers, armed faults and agents' state kept")
@@ -254,11 +256,11 @@ def build_parser() -> Parser:
     start.add_argument("--detach", action="store_true", help="return at once and leave the world running")
     start.set_defaults(func=_world_start)
     stop = world_sub.add_parser("stop", help="stop a world started with --detach")
-    stop.add_argument("--state", default=".crashlab/world")
+    stop.add_argument("--state", type=check.state_folder, default=".crashlab/world")
     stop.set_defaults(func=_world_stop)
 
     audit = sub.add_parser("audit", help="what the world saw for an order")
-    audit.add_argument("--state", default=".crashlab/world")
+    audit.add_argument("--state", type=check.state_folder, default=".crashlab/world")
     audit.add_argument("--order", type=check.order_id, default=ORDER_ID, help="order id (default %(default)s)")
     audit.add_argument("--json", action="store_true")
     audit.set_defaults(func=_audit)

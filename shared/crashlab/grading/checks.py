@@ -17,6 +17,7 @@ from crashlab.grading.references import copy_on_answers, lesson_references
 from crashlab.course.notebooks import grade_id, is_test_cell, nbgrader_meta, written_files
 from crashlab.grading.report import TestResult
 from crashlab.course.metadata import lesson_meta
+from crashlab.plumbing.processes import kill_tree
 
 JUDGE_SETUP_TAG = "judge-setup"
 
@@ -44,6 +45,10 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline) -
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         out, err = process.communicate()
+    except BaseException:  # Ctrl-C or SIGTERM of the grader: the judge, in a session of its own, goes too
+        kill_tree(process.pid)
+        process.wait()
+        raise
     last_words = (err.decode(errors="replace").strip().splitlines() or [""])[-1][:300]
     for line in out.decode(errors="replace").splitlines():
         try:

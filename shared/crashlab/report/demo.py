@@ -81,7 +81,12 @@ def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None 
     if html_out:
         from crashlab.report import write_report
 
-        print(f"wrote {write_report(html_out, sections, 'Durable agents: every lesson under the crash harness')}")
+        title = "Durable agents: every lesson under the crash harness"
+        try:
+            print(f"wrote {write_report(html_out, sections, title, force=force)}")
+        except OutputError as exc:  # it appeared while the demo ran
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     print(f"\ndemo finished in {time.time() - started:.0f} s")
     if json_out:
         try:
