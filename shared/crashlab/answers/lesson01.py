@@ -26,9 +26,29 @@ from crashlab.eventlog import CorruptLogError, append_event
 refuse_while_grading("01")
 
 
+# What each kind of record holds, as the loop below writes it. A line that parses but lacks these is damage too
+# (an edit by hand, another program's file under the log's name), and the loop would stop on it with a KeyError.
+FIELDS = {"decision": {"content": list}, "result": {"tool_use_id": str, "result": object}, "final": {"content": list}}
+
+
+def _record_problem(event: dict) -> str | None:
+    fields = FIELDS.get(event.get("type"))
+    if fields is None:
+        return f"has no known type (a decision, a result or a final answer), got {str(event.get('type'))[:40]!r}"
+    missing = [name for name, kind in fields.items() if not (name in event and isinstance(event[name], kind))]
+    if missing:
+        return f"is a {event['type']} record without its {' and '.join(missing)}"
+    if event["type"] == "final" and not (event["content"] and isinstance(event["content"][0], dict)
+                                         and isinstance(event["content"][0].get("text"), str)):
+        return "is a final answer without its text"
+    return None
+
+
 def read_events(path: str | os.PathLike) -> list[dict]:
     """Every complete event in the log; a torn last line is dropped, damage elsewhere raises."""
     path = Path(path)
+    if path.is_dir():
+        raise CorruptLogError(f"{path} is a folder, not an event log: move it aside")
     if not path.exists():
         return []
     *complete, _torn_tail = path.read_bytes().split(b"\n")
@@ -40,6 +60,9 @@ def read_events(path: str | os.PathLike) -> list[dict]:
             raise CorruptLogError(f"{path}: line {number} is damaged ({exc})") from None
         if not isinstance(event, dict):
             raise CorruptLogError(f"{path}: line {number} is not a JSON object")
+        problem = _record_problem(event)
+        if problem:
+            raise CorruptLogError(f"{path}: line {number} {problem}")
         events.append(event)
     return events
 

@@ -64,7 +64,7 @@ def _audit(args) -> int:
     from crashlab.world import LedgerError
 
     try:
-        result = audit(Path(args.state) / "ledgers", args.order)
+        result = audit(Path(args.state) / "ledgers", args.order, seen=True)
     except LedgerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
