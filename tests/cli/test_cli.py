@@ -32,6 +32,7 @@ BAD_INPUTS = [
     # crash-test: numbers
     bad("resumers-0", ["crash-test", "agent.py", "--resumers", "0"]),
     bad("resumers-negative", ["crash-test", "agent.py", "--resumers", "-1"]),
+    bad("resumers-hundreds", ["crash-test", "agent.py", "--resumers", "500"]),
     bad("jobs-0", ["crash-test", "agent.py", "--jobs", "0"]),
     bad("jobs-not-a-number", ["crash-test", "agent.py", "--jobs", "two"]),
     bad("timeout-0", ["crash-test", "agent.py", "--timeout", "0"]),

@@ -83,6 +83,7 @@ def test_the_soak_catches_the_naive_agent(tmp_path, capsys):
     (["--resumers", "3..2"], "1 <= A <= B"),
     (["--resumers", "0"], "1 <= A <= B"),
     (["--resumers", "two"], "A..B"),
+    (["--resumers", "2..500"], "at most 32 resumers"),
     (["--world-faults", "world-kil"], "unknown world fault"),
     (["--world-faults", "outage:-3"], "outage:SECONDS"),
     (["--world-faults", "flaky"], "flaky:SECONDS"),

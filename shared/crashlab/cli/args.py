@@ -81,6 +81,15 @@ def state_folder(text: str) -> str:
     return text
 
 
+def resumer_count(text: str) -> int:
+    from crashlab.harness import MAX_RESUMERS
+
+    value = positive_int(text)
+    if value > MAX_RESUMERS:
+        raise _bad(f"at most {MAX_RESUMERS} resumers at once, got {text!r}: a race needs two or three")
+    return value
+
+
 def port(text: str) -> int:
     value = _whole_number(text)
     if not 1 <= value <= 65535:

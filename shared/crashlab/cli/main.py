@@ -274,7 +274,7 @@ def build_parser() -> Parser:
     crash.add_argument("--jobs", type=check.positive_int, default=2, help="rows run at once (default %(default)s)")
     crash.add_argument("--timeout", type=check.positive_seconds, default=60,
                        help="seconds before a run counts as hung (default %(default)s)")
-    crash.add_argument("--resumers", type=check.positive_int, default=1,
+    crash.add_argument("--resumers", type=check.resumer_count, default=1,
                        help="resume processes started at once after a crash (default %(default)s)")
     crash.add_argument("--double", type=check.non_negative_int, default=0, metavar="N",
                        help="also N sampled double crashes (a second crash during the resume)")

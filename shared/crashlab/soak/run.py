@@ -40,7 +40,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from crashlab.harness import RunningAgent, start_agent
+from crashlab.harness import MAX_RESUMERS, RunningAgent, start_agent
 from crashlab.harness.launcher import WarmLauncher
 from crashlab.engines.needs import NEEDS, Needs
 from crashlab.order import check_failure
@@ -60,7 +60,7 @@ def order_ids(count: int) -> list[str]:
 
 
 def parse_resumers(text: str) -> tuple[int, int]:
-    """``"2..3"`` -> (2, 3); ``"4"`` -> (4, 4). ValueError unless 1 <= A <= B."""
+    """``"2..3"`` -> (2, 3); ``"4"`` -> (4, 4). ValueError unless 1 <= A <= B <= :data:`MAX_RESUMERS`."""
     low, dots, high = text.partition("..")
     try:
         a, b = int(low), int(high if dots else low)
@@ -68,6 +68,8 @@ def parse_resumers(text: str) -> tuple[int, int]:
         raise ValueError(f"expected A..B (whole numbers, such as 2..3) or one number, got {text!r}") from None
     if not 1 <= a <= b:
         raise ValueError(f"need 1 <= A <= B in A..B, got {text!r}")
+    if b > MAX_RESUMERS:
+        raise ValueError(f"at most {MAX_RESUMERS} resumers at once, got {text!r}: a race needs two or three")
     return a, b
 
 
