@@ -26,8 +26,8 @@ from crashlab.eventlog import CorruptLogError, append_event
 refuse_while_grading("01")
 
 
-# What each kind of record holds, as the loop below writes it. A line that parses but lacks these is damage too
-# (an edit by hand, another program's file under the log's name), and the loop would stop on it with a KeyError.
+# What each kind of record of the order's log holds, as the loop below writes it. A line that parses but lacks these
+# is damage too (an edit by hand, another program's file under the log's name): the loop would stop on a KeyError.
 FIELDS = {"decision": {"content": list}, "result": {"tool_use_id": str, "result": object}, "final": {"content": list}}
 
 
@@ -60,10 +60,18 @@ def read_events(path: str | os.PathLike) -> list[dict]:
             raise CorruptLogError(f"{path}: line {number} is damaged ({exc})") from None
         if not isinstance(event, dict):
             raise CorruptLogError(f"{path}: line {number} is not a JSON object")
+        events.append(event)
+    return events
+
+
+def read_order_log(path: Path) -> list[dict]:
+    """:func:`read_events` of the loop's own log, each record checked to be one the loop writes (other logs, such
+    as a saga's undo journal, keep records of their own)."""
+    events = read_events(path)
+    for number, event in enumerate(events, start=1):
         problem = _record_problem(event)
         if problem:
             raise CorruptLogError(f"{path}: line {number} {problem}")
-        events.append(event)
     return events
 
 
@@ -115,7 +123,7 @@ def run_logged_order(order_id: str, execute: Executor, *, max_turns: int = 10) -
     folder = state_dir()
     log = folder / f"{order_id}.jsonl"
     with order_lock(folder / f"{order_id}.lock"):
-        events = read_events(log)
+        events = read_order_log(log)
         if events and events[-1]["type"] == "final":
             text = events[-1]["content"][0]["text"]
             print(f"[done earlier] {text}")
