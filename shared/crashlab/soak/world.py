@@ -90,29 +90,27 @@ class SoakWorld:
         """No fault was under way when ``generation`` was read, and none has started since."""
         return generation % 2 == 0 and self.generation == generation
 
-    def fail_permanently(self, order_id: str, step: str) -> None:
-        """The world's :meth:`~crashlab.world.World.fail_permanently`, once the world is up (it is kept in the
-        control ledger, so a restart keeps it)."""
-        for _ in range(20):
-            self.up.wait()
-            if self.closed.is_set():
-                raise WorldError("the soak was stopped")
-            try:
-                return self.world.fail_permanently(order_id, step)
-            except WorldError:  # it went down between the wait and the request
-                time.sleep(0.2)
-        raise WorldError(f"the world did not take the failure of {order_id}")
-
-    def audit(self, order_id: str, attempts: int = 20) -> Audit:
+    def _when_up(self, ask, failed: str, attempts: int = 20):
+        """``ask(world)`` once the world is up, again if it went down between the wait and the request."""
         for _ in range(attempts):
             self.up.wait()
             if self.closed.is_set():
                 raise WorldError("the soak was stopped")
             try:
-                return self.world.audit(order_id)
-            except WorldError:  # it went down between the wait and the request
+                return ask(self.world)
+            except WorldError:
                 time.sleep(0.2)
-        raise WorldError(f"the world did not answer an audit of {order_id}")
+        raise WorldError(failed)
+
+    def fail_permanently(self, order_id: str, step: str) -> None:
+        """The world's :meth:`~crashlab.world.World.fail_permanently` (kept in its control ledger, so a restart
+        keeps it)."""
+        self._when_up(lambda world: world.fail_permanently(order_id, step),
+                      f"the world did not take the failure of {order_id}")
+
+    def audit(self, order_id: str, attempts: int = 20) -> Audit:
+        return self._when_up(lambda world: world.audit(order_id), f"the world did not answer an audit of {order_id}",
+                             attempts)
 
     def fault(self, kind: str, seconds: float) -> None:
         with self._fault_lock:  # one fault at a time: a fault due during another waits for it to end
