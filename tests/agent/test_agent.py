@@ -339,6 +339,30 @@ def test_a_damaged_line_in_the_log_stops_the_agent_with_one_clear_error(tmp_path
     assert f"{ORDER_ID}.jsonl: line 2 is damaged" in lines[0]
 
 
+@pytest.mark.parametrize("content, words", [
+    ('{"type": "decision", "contents": []}', "line 1 is a decision record without its content"),
+    ('{"type": "result", "tool_use_id": "toolu_1"}', "line 1 is a result record without its result"),
+    ('{"type": "note", "text": "mine"}', "line 1 has no known type"),
+    ('{"type": "final", "content": []}', "line 1 is a final answer without its text"),
+    (None, "is a folder, not an event log"),
+])
+def test_a_log_of_the_wrong_shape_is_one_clear_error(tmp_path, content, words):
+    """Well-formed JSON that is not a record of the log, or a folder where the log goes: one CorruptLogError that
+    says what is wrong (the loop stopped on a KeyError or an IsADirectoryError before)."""
+    from crashlab.answers.lesson01 import read_events, read_order_log
+    from crashlab.eventlog import CorruptLogError
+
+    log = tmp_path / f"{ORDER_ID}.jsonl"
+    if content is None:
+        log.mkdir()
+    else:
+        log.write_text(content + "\n")
+        assert read_events(log)  # another log (a saga's undo journal) may hold records of its own kinds
+    with pytest.raises(CorruptLogError, match=words) as raised:
+        read_order_log(log)
+    assert "\n" not in str(raised.value)
+
+
 def test_an_agent_refuses_an_order_id_the_world_would_read_as_another_order(tmp_path):
     """``ORD-77_C`` is read by the world as ORD-77: an agent that took it would charge ORD-77 a second time."""
     import subprocess

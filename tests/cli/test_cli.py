@@ -32,14 +32,18 @@ BAD_INPUTS = [
     # crash-test: numbers
     bad("resumers-0", ["crash-test", "agent.py", "--resumers", "0"]),
     bad("resumers-negative", ["crash-test", "agent.py", "--resumers", "-1"]),
+    bad("resumers-hundreds", ["crash-test", "agent.py", "--resumers", "500"]),
     bad("jobs-0", ["crash-test", "agent.py", "--jobs", "0"]),
     bad("jobs-not-a-number", ["crash-test", "agent.py", "--jobs", "two"]),
     bad("timeout-0", ["crash-test", "agent.py", "--timeout", "0"]),
     bad("timeout-negative", ["crash-test", "agent.py", "--timeout", "-5"]),
     bad("timeout-nan", ["crash-test", "agent.py", "--timeout", "nan"]),
     bad("timeout-inf", ["crash-test", "agent.py", "--timeout", "inf"]),
+    bad("world-state-empty", ["world", "start", "--state", "", "--detach"]),
+    bad("world-stop-state-empty", ["world", "stop", "--state", " "]),
     bad("double-negative", ["crash-test", "agent.py", "--double", "-1"]),
     bad("double-more-than-exist", ["crash-test", "agent.py", "--double", "100"]),
+    bad("double-more-than-the-failure-path-has", ["crash-test", "agent.py", "--fail", "reserve_item", "--double", "18"]),
     # crash-test: crash points, faults, order
     bad("points-empty", ["crash-test", "agent.py", "--points", ""]),
     bad("points-only-commas", ["crash-test", "agent.py", "--points", " , "]),
@@ -106,6 +110,7 @@ BAD_INPUTS = [
     bad("demo-parallel-0", ["demo", "--parallel", "0"]),
     bad("demo-json-missing-folder", ["demo", "--json", "nodir/demo.json"]),
     bad("demo-report-is-a-folder", ["demo"]),
+    bad("demo-report-is-someone-elses", ["demo"]),
     # bench
     bad("bench-steps-1", ["bench", "--steps", "1"]),
     bad("bench-steps-0", ["bench", "--steps", "0"]),
@@ -180,6 +185,8 @@ def test_a_bad_input_is_one_error_line_and_nothing_is_done(case, args, folders):
     work, tmp = folders
     if case == "demo-report-is-a-folder":
         (work / "crashlab-demo.html").mkdir()
+    if case == "demo-report-is-someone-elses":  # notes of the learner's under the report's name: never replaced
+        (work / "crashlab-demo.html").write_text("<html><body>my notes</body></html>\n")
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -219,19 +226,22 @@ def test_help_names_the_tools_and_crash_points_it_accepts():
 
 
 def test_fail_runs_the_failure_path_from_the_command_line(tmp_path):
-    """``--fail``: the step fails for good in every row, undo steps are crash points, rows end cleanly undone."""
+    """``--fail``: the step fails for good in every row, undo steps are crash points, rows end cleanly undone; the
+    double crashes of ``--double`` are pairs of that path, which a correct saga reaches."""
     from master_files import write_master_files
 
     write_master_files(Path(__file__).resolve().parents[2] / "solutions" / "07_compensation.ipynb", tmp_path)
     agent = tmp_path / "compensating_agent.py"  # the saga on the log, as the compensation lesson writes it
     done = subprocess.run([sys.executable, "-m", "crashlab.cli", "crash-test", str(agent), "--fail", "out_of_stock",
-                           "--points", "after:refund_charge", "--quiet", "--json", str(tmp_path / "m.json")],
-                          capture_output=True, text=True, timeout=120)
+                           "--points", "after:refund_charge", "--double", "1", "--quiet", "--json",
+                           str(tmp_path / "m.json")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     matrix = json.loads((tmp_path / "m.json").read_text())
     assert matrix["fail"] == "reserve_item:out_of_stock"
-    assert [(row["point"], row["verdict"]) for row in matrix["rows"]] == [
+    assert [(row["point"], row["verdict"]) for row in matrix["rows"]][:2] == [
         ("(no crash)", "cleanly undone"), ("after:refund_charge", "cleanly undone")]
+    [double] = matrix["rows"][2:]
+    assert double["verdict"] == "cleanly undone" and double["reached"], double
 
 
 def test_a_good_crash_test_command_line_is_read_as_given(tmp_path):

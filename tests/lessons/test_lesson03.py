@@ -1,12 +1,17 @@
 """Lesson 3 (LangGraph): the reference agent under the crash matrix with racing resumers, the Postgres
 variant, bad input, and known-wrong answers scoring less than full. Judged from the world's ledgers."""
 
+import importlib.util
 import shutil
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from crashlab.agent import AgentError
 from crashlab.grading.grade import score_matrix_check
 from crashlab.course.notebooks import written_files
 from crashlab.harness import crash_row, run_agent
@@ -75,6 +80,49 @@ def test_postgres_checkpointer_variant(agents, warm, tmp_path):
                 count = conn.execute("SELECT count(*) FROM checkpoints WHERE thread_id = 'ORD-8842'").fetchone()[0]
             assert count > 0
         assert not list(tmp_path.glob("row-*/world/agent/checkpoints.sqlite")), "no SQLite file with Postgres set"
+
+
+def load_order_graph(agents: Path):
+    """The lesson's order_graph.py as a module of this process, under a name no agent file imports."""
+    spec = importlib.util.spec_from_file_location("lesson03_order_graph", agents / "order_graph.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_first_runs_at_once_set_up_a_fresh_postgres_database_once(agents, tmp_path, monkeypatch):
+    """Eight first runs at once on a fresh database: each runs the checkpointer's set-up, one at a time under the
+    advisory lock; without it, all but one failed on the migrations table's primary key."""
+    ok, why = postgres_available()
+    if not ok:
+        pytest.skip(f"no local PostgreSQL to start: {why}")
+    order_graph = load_order_graph(agents)
+    with throwaway_postgres(tmp_path) as url:
+        monkeypatch.setenv("CRASHLAB_POSTGRES_URL", fresh_database(url, "lesson03_race"))
+        start = threading.Barrier(8)
+
+        def first_run(_):
+            start.wait()
+            with order_graph.open_checkpointer() as saver:
+                return type(saver).__name__
+
+        with ThreadPoolExecutor(8) as pool:
+            assert list(pool.map(first_run, range(8))) == ["PostgresSaver"] * 8
+
+
+def test_a_postgres_server_that_does_not_answer_is_waited_for_then_one_line(agents, monkeypatch):
+    order_graph = load_order_graph(agents)
+    with socket.socket() as sock:  # a port where nothing listens
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("CRASHLAB_POSTGRES_URL", f"postgresql://course:s3cret@127.0.0.1:{port}/orders")
+    monkeypatch.setattr(order_graph, "POSTGRES_WAIT_S", 1.0)
+    with pytest.raises(AgentError) as raised:
+        with order_graph.open_checkpointer():
+            pass
+    message = str(raised.value)
+    assert message.startswith(f"cannot reach the Postgres checkpoint database at 127.0.0.1:{port}/orders after 1 s")
+    assert "\n" not in message and "s3cret" not in message, message
 
 
 def test_postgres_available_explains_itself():

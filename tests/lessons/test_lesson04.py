@@ -148,3 +148,28 @@ def test_uuid4_key_scores_less_than_full(lesson_files):
     assert result.score < result.max_score, result.output
     assert "1 of the 2 crash points run failed" in result.output, result.output
     assert "after:charge_card: 2 charges (1 duplicate)" in result.output, result.output
+
+
+def test_retries_end_by_the_clock_not_by_a_count(lesson_files, launcher):
+    """An outage must not leave an order in ERROR: the steps retry for a time, however many attempts it takes.
+    Past that time the order is in ERROR, and a resume says so in one line instead of replaying a traceback."""
+    folder, _ = lesson_files
+    _replace(folder / "dbos_steps.py", "interval_seconds=0.5, backoff_rate=1.5",
+             "interval_seconds=0.02, backoff_rate=1.0")  # quick attempts, so that many fit in a second
+    agent = folder / AGENT
+    with World.start(folder / "w-many") as world:
+        world.inject("refuse:reserve_item", 15, "503")  # more failures than a count of ten attempts would survive
+        ran = run_agent(agent, world, launcher=launcher, timeout=60)
+        assert ran.returncode == 0, ran.last_error_line()
+        assert world.audit().counts == {"charge": 1, "reservation": 1, "confirmation": 1}
+    with World.start(folder / "w-patience") as world:
+        world.inject("refuse:reserve_item", 100_000, "503")
+        gave_up = run_agent(agent, world, launcher=launcher, timeout=60, extra_env={"STEP_PATIENCE_S": "0.5"})
+        assert gave_up.returncode == 2, gave_up.stderr[-800:]
+        assert gave_up.last_error_line().startswith("error: reserve_item"), gave_up.last_error_line()
+        resumed = run_agent(agent, world, launcher=launcher, timeout=30)
+        assert resumed.returncode == 2, resumed.stderr[-800:]
+        line = resumed.last_error_line()
+        assert line.startswith("error: workflow ORD-8842 ended in ERROR (ToolCallFailed"), line
+        assert "DBOS.fork_workflow from the step that failed" in line, line
+        assert world.audit().counts == {"charge": 1, "reservation": 0, "confirmation": 0}

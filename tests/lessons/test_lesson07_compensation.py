@@ -6,12 +6,15 @@ test_grading_all grades the master); one full grading of a submission with three
 the hidden checks catching each, while the crash matrices, which those mistakes do not touch, keep their points.
 """
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
 
 from crashlab.grading.grade import grade_notebook, score_matrix_check
 from crashlab.course.notebooks import grade_id
+from crashlab.harness import crash_row
+from crashlab.harness.launcher import WarmLauncher
 from master_files import matrix_check, replace_in as replace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,6 +63,24 @@ def test_a_dbos_undo_without_the_cancellation_scores_0_for_the_crash_matrix(less
     assert result.score == 0 and "no cancellation sent" in result.output, result.output
 
 
+def test_the_key_lifetime_answer_protects_the_charge_and_the_reservation_not_the_email(lesson_files):
+    """What exercise 3's text says of its answer, as `crash-test --key-lifetime` finds it: resumed after the key
+    lifetime, the master's agent charges and reserves once wherever it died, and it sends a second confirmation
+    when it died right after the first, since no service says which emails it sent."""
+    folder, _ = lesson_files
+    agent = folder / "lifetime_agent.py"
+    points = ("after:charge_card", "after:reserve_item", "after:send_confirmation")
+    with WarmLauncher() as warm, ThreadPoolExecutor(2) as pool:
+        rows = list(pool.map(lambda point: crash_row(agent, point, workdir=folder, key_lifetime=1.0, launcher=warm),
+                             points))
+    for row in rows:
+        assert row.reached and row.finished, (row.point, row.problems)
+    for row in rows[:2]:
+        assert row.duplicates == 0, (row.point, row.effects, row.problems)
+    row = rows[2]
+    assert (row.effects["charge"], row.effects["reservation"], row.effects["confirmation"]) == (1, 1, 2), row.effects
+
+
 WRONG_UNDO = '''%%writefile undo.py
 import time
 
@@ -87,7 +108,7 @@ WRONG_EXCEPT = ("        for step in undo_steps(done):\n",
                 "        for step in undo_steps(done):\n")
 
 WRONG_CHARGE_ONCE = '''%%writefile charge_once.py
-from crashlab.agent import charge_card, list_charges
+from crashlab.agent import charge_card, list_charges, list_reservations, reserve_item
 
 
 def charge_once(order_id, amount, key):
@@ -95,6 +116,13 @@ def charge_once(order_id, amount, key):
     if charges:  # wrong: any charge of the order will do, whatever its amount
         return charges[0]
     return charge_card(order_id, amount, idempotency_key=key)
+
+
+def reserve_once(order_id, sku, key):
+    for reservation in list_reservations(order_id):
+        if reservation["sku"] == sku:
+            return reservation
+    return reserve_item(order_id, sku, idempotency_key=key)
 '''
 
 

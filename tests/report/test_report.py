@@ -280,3 +280,20 @@ def test_fit_wraps_only_long_lines():
     table = "a    b  \n  (no crash)  0"
     assert fit(table) == table and fit("short\n" + long).splitlines()[0] == "short"
     assert all(len(line) <= 100 for line in fit(long).splitlines()) and len(fit(long).splitlines()) == 2
+
+
+def test_the_page_replaces_only_an_earlier_page(tmp_path):
+    """The demo writes crashlab-demo.html where it runs: over its own earlier page, never over a file of the
+    learner's of that name, unless forced."""
+    from crashlab.plumbing.outputs import OutputError
+
+    sections = [("01 logged", matrix("logged_agent.py"))]
+    page = write_report(tmp_path / "crashlab-demo.html", sections)
+    assert write_report(page, sections) == page  # an earlier page of its own: replaced
+    notes = tmp_path / "notes.html"
+    notes.write_text("<html><body>my notes</body></html>\n")
+    with pytest.raises(OutputError, match="never replaced"):
+        write_report(notes, sections)
+    assert "my notes" in notes.read_text()
+    write_report(notes, sections, force=True)
+    assert "my notes" not in notes.read_text()

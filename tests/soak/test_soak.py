@@ -21,6 +21,7 @@ from crashlab.soak.reference import reference_spec
 AGENTS = Path(__file__).parents[1] / "agents"
 KEYED = AGENTS / "logged_agent.py"  # lesson 1's logged loop, each tool call keyed by the order and the step
 NAIVE = AGENTS / "naive_agent.py"  # no keys, no lock: racing resumers redo the same steps
+PATIENT = AGENTS / "patient_agent.py"  # the keyed loop, retried inside its process through any failure that may pass
 
 
 @pytest.fixture(autouse=True)
@@ -43,6 +44,30 @@ def test_keyed_agent_survives_random_kills_racing_resumers_a_flaky_world_and_a_w
     assert all(o.audit.finished and o.duplicates == 0 for o in result.orders)
 
 
+def test_an_agent_that_retries_in_its_process_is_given_time_to_outlive_an_outage():
+    """The outage lasts twice the agent's timeout; the timeout counts only time the world was up, so the agent
+    that was retrying through it is not killed as hung, and it finishes the order itself."""
+    result = soak(PATIENT, orders=1, kills="none", kill_window=0.05, world_faults=[("outage", 3.0)], timeout=1.5,
+                  seed=5, progress=False)
+    [order] = result.orders
+    assert result.ok and order.audit.finished, str(result)
+    assert result.figures()["outages"] == 1, result.figures()
+    assert order.errors == [], order.errors  # no "hung: killed after the 1.5 s timeout", no failed run
+
+
+def test_a_reference_saga_is_soaked_down_the_failure_path_its_lesson_gives_it(tmp_path, capsys):
+    """``--reference 07`` is the log saga, whose spec says reserve_item fails for good: every order must end cleanly
+    undone (had the soak run the do path, the saga would have completed them and passed for the wrong reason)."""
+    out = tmp_path / "soak.json"
+    code = main(["soak", "--reference", "07", "--orders", "1", "--resumers", "1..2", "--seed", "4", "--quiet",
+                 "--max-rounds", "3", "--json", str(out)])
+    figures = json.loads(out.read_text())
+    printed = capsys.readouterr().out
+    assert code == 0 and figures["ok"], printed
+    assert figures["settings"]["fail"] == "reserve_item:out_of_stock" and "reserve_item:out_of_stock fails" in printed
+    assert [o["audit"]["verdict"] for o in figures["per_order"]] == ["cleanly undone"], figures["per_order"]
+
+
 def test_the_soak_catches_the_naive_agent(tmp_path, capsys):
     out = tmp_path / "soak.json"
     code = main(["soak", str(NAIVE), "--orders", "3", "--resumers", "2..3", "--seed", "3", "--quiet",
@@ -58,6 +83,7 @@ def test_the_soak_catches_the_naive_agent(tmp_path, capsys):
     (["--resumers", "3..2"], "1 <= A <= B"),
     (["--resumers", "0"], "1 <= A <= B"),
     (["--resumers", "two"], "A..B"),
+    (["--resumers", "2..500"], "at most 32 resumers"),
     (["--world-faults", "world-kil"], "unknown world fault"),
     (["--world-faults", "outage:-3"], "outage:SECONDS"),
     (["--world-faults", "flaky"], "flaky:SECONDS"),
@@ -76,6 +102,7 @@ def test_the_soak_catches_the_naive_agent(tmp_path, capsys):
     (["--seconds", "0"], "positive"),
     (["--kills", "sometimes"], "invalid choice"),
     (["--json", "/no/such/folder/x.json"], "does not exist"),
+    (["--fail", "nosuch"], "no permanent failure for 'nosuch'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:

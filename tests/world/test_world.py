@@ -570,6 +570,21 @@ def test_a_sqlite_file_that_is_not_a_ledger_raises_ledger_error(tmp_path):
         world.audit()
 
 
+def test_the_command_line_audit_of_an_order_the_world_never_saw_is_one_line_and_exit_1(tmp_path, capsys):
+    """A mistyped id (ORD-8824 for ORD-8842) would otherwise read as an order that never started, exit 0."""
+    from crashlab.cli import main
+
+    with World.start(tmp_path / "w") as world:
+        post(world, CHARGES, CHARGE).raise_for_status()
+    assert main(["audit", "--state", str(tmp_path / "w"), "--order", ORDER_ID]) == 0
+    capsys.readouterr()
+    assert main(["audit", "--state", str(tmp_path / "w"), "--order", "ORD-8824"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: the world in ") and "has no record of order ORD-8824" in err, err
+    assert err.count("\n") == 1, err
+    assert audit_ledgers(world.ledger_dir, "ORD-8824").verdict == "not started"  # the library still answers
+
+
 def test_audit_of_a_missing_dir_raises_ledger_error(tmp_path):
     missing = tmp_path / "no-such-world" / "ledgers"
     with pytest.raises(LedgerError, match="does not exist") as caught:

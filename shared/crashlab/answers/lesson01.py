@@ -26,9 +26,29 @@ from crashlab.eventlog import CorruptLogError, append_event
 refuse_while_grading("01")
 
 
+# What each kind of record of the order's log holds, as the loop below writes it. A line that parses but lacks these
+# is damage too (an edit by hand, another program's file under the log's name): the loop would stop on a KeyError.
+FIELDS = {"decision": {"content": list}, "result": {"tool_use_id": str, "result": object}, "final": {"content": list}}
+
+
+def _record_problem(event: dict) -> str | None:
+    fields = FIELDS.get(event.get("type"))
+    if fields is None:
+        return f"has no known type (a decision, a result or a final answer), got {str(event.get('type'))[:40]!r}"
+    missing = [name for name, kind in fields.items() if not (name in event and isinstance(event[name], kind))]
+    if missing:
+        return f"is a {event['type']} record without its {' and '.join(missing)}"
+    if event["type"] == "final" and not (event["content"] and isinstance(event["content"][0], dict)
+                                         and isinstance(event["content"][0].get("text"), str)):
+        return "is a final answer without its text"
+    return None
+
+
 def read_events(path: str | os.PathLike) -> list[dict]:
     """Every complete event in the log; a torn last line is dropped, damage elsewhere raises."""
     path = Path(path)
+    if path.is_dir():
+        raise CorruptLogError(f"{path} is a folder, not an event log: move it aside")
     if not path.exists():
         return []
     *complete, _torn_tail = path.read_bytes().split(b"\n")
@@ -41,6 +61,17 @@ def read_events(path: str | os.PathLike) -> list[dict]:
         if not isinstance(event, dict):
             raise CorruptLogError(f"{path}: line {number} is not a JSON object")
         events.append(event)
+    return events
+
+
+def read_order_log(path: Path) -> list[dict]:
+    """:func:`read_events` of the loop's own log, each record checked to be one the loop writes (other logs, such
+    as a saga's undo journal, keep records of their own)."""
+    events = read_events(path)
+    for number, event in enumerate(events, start=1):
+        problem = _record_problem(event)
+        if problem:
+            raise CorruptLogError(f"{path}: line {number} {problem}")
     return events
 
 
@@ -92,7 +123,7 @@ def run_logged_order(order_id: str, execute: Executor, *, max_turns: int = 10) -
     folder = state_dir()
     log = folder / f"{order_id}.jsonl"
     with order_lock(folder / f"{order_id}.lock"):
-        events = read_events(log)
+        events = read_order_log(log)
         if events and events[-1]["type"] == "final":
             text = events[-1]["content"][0]["text"]
             print(f"[done earlier] {text}")

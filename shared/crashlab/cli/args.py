@@ -73,6 +73,23 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def state_folder(text: str) -> str:
+    """A world's state folder. An empty name is refused: the world would live in a scratch folder of its own,
+    and a detached one would be left running with no folder to name when stopping it."""
+    if not text.strip():
+        raise _bad("needs a folder name: the world keeps its ledgers and the agents' state there")
+    return text
+
+
+def resumer_count(text: str) -> int:
+    from crashlab.harness import MAX_RESUMERS
+
+    value = positive_int(text)
+    if value > MAX_RESUMERS:
+        raise _bad(f"at most {MAX_RESUMERS} resumers at once, got {text!r}: a race needs two or three")
+    return value
+
+
 def port(text: str) -> int:
     value = _whole_number(text)
     if not 1 <= value <= 65535:
@@ -231,16 +248,6 @@ def failure(text: str) -> str:
         return "{}:{}".format(*check_failure(text))
     except ValueError as exc:
         raise _bad(str(exc)) from None
-
-
-def double_crashes(text: str) -> int:
-    from crashlab.harness import double_crash_pairs
-
-    value = non_negative_int(text)
-    most = len(double_crash_pairs(None))
-    if value > most:
-        raise _bad(f"the order has {most} double crashes (a first crash, then one at a later tool), got {text!r}")
-    return value
 
 
 def order_id(text: str) -> str:

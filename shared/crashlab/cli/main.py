@@ -12,7 +12,7 @@ from pathlib import Path
 from crashlab.cli import args as check
 from crashlab.cli.args import Parser, UsageError
 from crashlab.engines.needs import NEEDS
-from crashlab.plumbing.outputs import DEMO, MATRIX, RESULTS, SOAK, OutputError
+from crashlab.plumbing.outputs import DEMO, MATRIX, REPORT, RESULTS, SOAK, OutputError
 from crashlab.order import ORDER_ID, TOOL_ORDER
 
 
@@ -64,7 +64,7 @@ def _audit(args) -> int:
     from crashlab.world import LedgerError
 
     try:
-        result = audit(Path(args.state) / "ledgers", args.order)
+        result = audit(Path(args.state) / "ledgers", args.order, seen=True)
     except LedgerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -79,6 +79,13 @@ def _check_crash_test(args) -> None:
     repeated = sorted({tool for tool in args.lost_ack if args.lost_ack.count(tool) > 1})
     if repeated:
         raise UsageError(f"--lost-ack {repeated[0]} is given twice: the fault drops the first reply of a tool once")
+    from crashlab.harness import double_crash_pairs
+
+    most = len(double_crash_pairs(None, fail=args.fail))  # the pairs of the path the rows take
+    if args.double > most:
+        path = f"the failure path of --fail {args.fail}" if args.fail else "the order"
+        raise UsageError(f"{path} has {most} double crashes (a first crash, then one at a later tool), got "
+                         f"--double {args.double}")
     check.check_not_same_file(args.json, args.agent, "agent file")
     check.check_output(args.json, MATRIX, args.force)
 
@@ -92,7 +99,7 @@ def _crash_test(args) -> int:
     try:
         matrix = crash_test(args.agent, args.points, args.order, expect=args.expect, jobs=args.jobs,
                             timeout=args.timeout, progress=not args.quiet, resumers=args.resumers,
-                            double=double_crash_pairs(args.double) if args.double else None,
+                            double=double_crash_pairs(args.double, fail=args.fail) if args.double else None,
                             faults=[(f"lost_ack:{tool}", 1, None) for tool in args.lost_ack] or None,
                             launcher=args.launcher, preload=tuple(args.preload), fail=args.fail,
                             key_lifetime=args.key_lifetime)
@@ -156,6 +163,7 @@ def _soak(args) -> int:
         raise UsageError("give an agent file or --reference LESSON (a lesson's reference agent), not both" if
                          args.agent else "give an agent file, or --reference LESSON for a lesson's reference agent")
     spec = args.reference[1] if args.reference else {}
+    fail = args.fail or spec.get("fail")  # a reference saga is soaked down the failure path its lesson gives it
     launcher = args.launcher or spec.get("launcher", "warm")
     preload = tuple(dict.fromkeys([*spec.get("preload", ()), *args.preload]))
     needs = spec.get("needs") or []
@@ -180,7 +188,7 @@ def _soak(args) -> int:
             result = soak(agent, args.orders, resumers=args.resumers, kills=args.kills, kill_window=args.kill_window,
                           world_faults=args.world_faults, seconds=args.seconds, seed=args.seed, jobs=args.jobs,
                           timeout=args.timeout, max_rounds=args.max_rounds, launcher=launcher, preload=preload,
-                          needs=needs, progress=False if args.quiet else None, key_lease=args.key_lease)
+                          needs=needs, progress=False if args.quiet else None, key_lease=args.key_lease, fail=fail)
     except (FileNotFoundError, ValueError, WorldError, LauncherError, TemporalServerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -220,6 +228,7 @@ def _demo(args) -> int:
     check.check_folder_writable(".", "the demo writes crashlab-demo.html here")
     if Path("crashlab-demo.html").is_dir():
         raise UsageError("crashlab-demo.html here is a folder: the demo writes its report there; move it")
+    check.check_output("crashlab-demo.html", REPORT, args.force)
     check.check_output(args.json, DEMO, args.force)
     from crashlab.report.demo import run_demo
 
@@ -233,7 +242,8 @@ def build_parser() -> Parser:
     world = sub.add_parser("world", help="start or stop the local world (model server and services)")
     world_sub = world.add_subparsers(dest="action", required=True)
     start = world_sub.add_parser("start", help="start a world on 127.0.0.1")
-    start.add_argument("--state", default=".crashlab/world", help="state directory (default %(default)s)")
+    start.add_argument("--state", type=check.state_folder, default=".crashlab/world",
+                       help="state directory (default %(default)s)")
     start.add_argument("--port", type=check.port, default=0, help="port, 1 to 65535 (default: any free one)")
     start.add_argument("--keep", action="store_true",
                        help="restart the world on its own state in --state: ledgers, armed faults and agents' state kept")
@@ -246,11 +256,11 @@ def build_parser() -> Parser:
     start.add_argument("--detach", action="store_true", help="return at once and leave the world running")
     start.set_defaults(func=_world_start)
     stop = world_sub.add_parser("stop", help="stop a world started with --detach")
-    stop.add_argument("--state", default=".crashlab/world")
+    stop.add_argument("--state", type=check.state_folder, default=".crashlab/world")
     stop.set_defaults(func=_world_stop)
 
     audit = sub.add_parser("audit", help="what the world saw for an order")
-    audit.add_argument("--state", default=".crashlab/world")
+    audit.add_argument("--state", type=check.state_folder, default=".crashlab/world")
     audit.add_argument("--order", type=check.order_id, default=ORDER_ID, help="order id (default %(default)s)")
     audit.add_argument("--json", action="store_true")
     audit.set_defaults(func=_audit)
@@ -264,9 +274,9 @@ def build_parser() -> Parser:
     crash.add_argument("--jobs", type=check.positive_int, default=2, help="rows run at once (default %(default)s)")
     crash.add_argument("--timeout", type=check.positive_seconds, default=60,
                        help="seconds before a run counts as hung (default %(default)s)")
-    crash.add_argument("--resumers", type=check.positive_int, default=1,
+    crash.add_argument("--resumers", type=check.resumer_count, default=1,
                        help="resume processes started at once after a crash (default %(default)s)")
-    crash.add_argument("--double", type=check.double_crashes, default=0, metavar="N",
+    crash.add_argument("--double", type=check.non_negative_int, default=0, metavar="N",
                        help="also N sampled double crashes (a second crash during the resume)")
     crash.add_argument("--lost-ack", type=check.tool_name, action="append", default=[], metavar="TOOL",
                        help="the service commits TOOL's first call and drops the reply (repeatable; "
@@ -312,7 +322,8 @@ def build_parser() -> Parser:
     soak.add_argument("--seed", type=check.non_negative_int, default=None, help="for a soak you can run again")
     soak.add_argument("--jobs", type=check.positive_int, default=2, help="orders run at once (default %(default)s)")
     soak.add_argument("--timeout", type=check.positive_seconds, default=60,
-                      help="seconds before a process counts as hung (default %(default)s)")
+                      help="seconds before a process counts as hung, not counting the time the world is killed, down "
+                           "or flaky (default %(default)s)")
     soak.add_argument("--max-rounds", type=check.positive_int, default=12,
                       help="rounds of resumers before an unfinished order counts as lost (default %(default)s)")
     soak.add_argument("--key-lease", type=check.positive_seconds, default=None,
@@ -326,6 +337,9 @@ def build_parser() -> Parser:
     soak.add_argument("--needs", choices=NEEDS, action="append", default=[],
                       help="a server the agent needs besides the world, started for the soak (temporal: the "
                            "Temporal dev server; restate: a Restate server; repeatable)")
+    soak.add_argument("--fail", type=check.failure, metavar="STEP",
+                      help="soak the failure path: STEP fails for good for every order (reserve_item, card_declined"
+                           "...), and each order must end cleanly undone (default: the --reference agent's own, if any)")
     soak.add_argument("--json", type=check.output_file, help="also write the figures as JSON to this file")
     check.force_option(soak)
     soak.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -20,6 +20,7 @@ from crashlab.grading.references import copy_on_answers, lesson_references
 from crashlab.course.notebooks import grade_id, is_test_cell, nbgrader_meta, written_files
 from crashlab.grading.report import TestResult
 from crashlab.course.metadata import lesson_meta
+from crashlab.plumbing.processes import kill_tree
 
 JUDGE_SETUP_TAG = "judge-setup"
 
@@ -99,6 +100,10 @@ def _talk_to_judge(process: subprocess.Popen, job: bytes, deadline: Deadline,
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+    except BaseException:  # Ctrl-C or SIGTERM of the grader: the judge, in a session of its own, goes too
+        kill_tree(process.pid)
+        process.wait()
+        raise
     for reader in readers:
         reader.join()
     return b"".join(out), b"".join(err)

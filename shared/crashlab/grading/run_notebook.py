@@ -20,15 +20,35 @@ import nbformat
 from crashlab.plumbing.tracebacks import cut_at_word
 
 
-def main() -> int:
+def client_class():
+    """nbclient's client, with a per-cell timeout that holds. At the timeout it interrupts the kernel, and then
+    waits for the cell as long again; a cell that catches the interrupt (``except BaseException``) would run on
+    until the grading's deadline. So at the second timeout of one cell its kernel is killed, and the notebook
+    stops there with a CellTimeoutError."""
     from nbclient import NotebookClient
+    from nbclient.exceptions import CellTimeoutError
+    from nbclient.util import ensure_async
+
+    class TimeoutHolds(NotebookClient):
+        async def _async_handle_timeout(self, timeout, cell=None):
+            interrupted = self.__dict__.setdefault("_interrupted", set())
+            if cell is None or id(cell) not in interrupted:
+                interrupted.add(id(cell))
+                return await super()._async_handle_timeout(timeout, cell)
+            await ensure_async(self.km.shutdown_kernel(now=True))
+            raise CellTimeoutError.error_from_timeout_and_cell(
+                "Cell execution timed out and went on after the interrupt, so its kernel was stopped", timeout, cell)
+    return TimeoutHolds
+
+
+def main() -> int:
     from nbclient.exceptions import DeadKernelError
 
     from crashlab.course.notebooks import QUIET_KERNEL
 
     source, cell_timeout, workdir = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     nb = nbformat.read(source, as_version=4)
-    client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3", allow_errors=True,
+    client = client_class()(nb, timeout=cell_timeout, kernel_name="python3", allow_errors=True,
                             interrupt_on_timeout=True, resources={"metadata": {"path": workdir}},
                             extra_arguments=QUIET_KERNEL)
     status = 0

@@ -24,6 +24,10 @@ from crashlab.plumbing.outputs import MATRIX, write_output
 from crashlab.plumbing.scratch import remove_scratch
 from crashlab.world import World
 
+# Resume processes started at once after a crash (crash-test --resumers, soak --resumers A..B): a race needs two or
+# three; hundreds only measure the machine, and take many seconds to stop when the command is interrupted.
+MAX_RESUMERS = 32
+
 
 def _check_key_lifetime(key_lifetime: float | None) -> None:
     """ValueError in one line, before any world starts, for a key lifetime a row cannot wait out."""

@@ -83,6 +83,15 @@ def _encrypted(path: Path) -> bool:
         return False
 
 
+def _report_page(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return False
+    return head.startswith(REPORT_HEAD.encode())
+
+
 def _plot(path: Path) -> bool:
     try:
         with open(path, "rb") as f:
@@ -99,6 +108,9 @@ DEMO = Kind("the demo's matrices", _json_list_of("lesson", "title", "rows"))
 THROUGHPUT = Kind("grading-throughput figures", _json_object_with("lesson", "submissions", "jobs", "runs"))
 BENCH = Kind("benchmark results", _json_object_with("steps", "repeats", "engines", "rows"))
 PLOT = Kind("a plot", _plot)
+REPORT_HEAD = ("<!doctype html><html lang='en'><meta charset='utf-8'>"  # how crashlab.report's pages begin
+               "<meta name='viewport' content='width=device-width, initial-scale=1'>")
+REPORT = Kind("a crash-matrix report page", _report_page)
 GRADEBOOK = Kind("a gradebook", _gradebook)
 BUNDLE = Kind("a grading bundle", _bundle)
 ENCRYPTED_BUNDLE = Kind("an encrypted grading bundle", _encrypted)

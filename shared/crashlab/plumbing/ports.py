@@ -19,7 +19,11 @@ class PortTaken(RuntimeError):
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a server could listen on ``port`` now. The probe binds as the servers do, with SO_REUSEADDR: a
+    port whose last server died seconds ago still has connections in TIME_WAIT, which would refuse a plain bind
+    although the server's own bind succeeds."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:

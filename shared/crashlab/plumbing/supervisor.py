@@ -1,10 +1,12 @@
 """The tiny supervisor every server the course starts runs under: ``python -m crashlab.plumbing.supervisor
 [--parent-pid PID] -- COMMAND...`` runs the server as its child and stops it when it gets SIGTERM or when the
-process that started it dies, so a killed kernel or test run never leaves a server behind."""
+process that started it dies, so a killed kernel or test run never leaves a server behind. A supervisor killed
+with SIGKILL cannot stop anything: on Linux the server is then killed by the kernel (``PR_SET_PDEATHSIG``)."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -43,6 +45,25 @@ def serve_until_interrupted(server) -> None:
         server.stop()
 
 
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when the thread that forked it ends
+
+
+def _dies_with(parent: int):
+    """A preexec_fn for the server: SIGKILL when the supervisor dies, however it dies (Linux only; elsewhere the
+    supervisor's SIGKILL still leaves the server behind)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the supervisor died before the line above: nothing would kill us later
+            os._exit(1)
+    return preexec
+
+
 def supervise(argv: list[str]) -> int:
     """Run the server as a child; stop it when we get SIGTERM or when the parent pid dies."""
     parent = None
@@ -50,7 +71,7 @@ def supervise(argv: list[str]) -> int:
         parent, argv = int(argv[1]), argv[2:]
     if argv[:1] == ["--"]:
         argv = argv[1:]
-    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, preexec_fn=_dies_with(os.getpid()))
     stopping = False
 
     def stop(*_):
@@ -60,7 +81,9 @@ def supervise(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     while child.poll() is None and not stopping:
-        if parent is not None and not pid_alive(parent):
+        # A dead parent that nobody has reaped yet still answers kill(pid, 0), but its children were handed to
+        # another process the moment it died: a new parent pid says so at once.
+        if parent is not None and (os.getppid() != parent or not pid_alive(parent)):
             break
         time.sleep(0.3)
     if child.poll() is None:

@@ -165,7 +165,12 @@ def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None 
         from crashlab.report import write_report
 
         drawn = {key: future.result() for key, future in timelines.items()}
-        print(f"wrote {write_report(html_out, sections, 'Durable agents: every lesson under the crash harness', drawn)}")
+        title = "Durable agents: every lesson under the crash harness"
+        try:
+            print(f"wrote {write_report(html_out, sections, title, drawn, force=force)}")
+        except OutputError as exc:  # it appeared while the demo ran
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     minutes, seconds = divmod(round(time.time() - started), 60)
     print(f"\ndemo finished in {minutes} min {seconds} s on {os.cpu_count()} CPUs (load average {load} at the "
           f"start, {_load()} at the end: other work on the machine makes every matrix slower)")

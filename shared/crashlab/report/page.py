@@ -21,6 +21,7 @@ from typing import Mapping, Sequence
 
 from crashlab.harness import Matrix
 from crashlab.crash_points import allowed_repeats
+from crashlab.plumbing.outputs import REPORT, REPORT_HEAD, write_output
 from crashlab.report.plots import EXPECTED, NOT_REACHED
 
 CLEAN = "#e5f5e0"           # a measure at zero: pale green, so that it reads as "checked, fine", not as empty
@@ -331,18 +332,17 @@ def _lesson(lesson: str, members: list[tuple[str, Matrix, str]], timelines: Mapp
 
 
 def write_report(path: str | Path, sections: Sequence[tuple], title: str = "Crash matrices",
-                 timelines: Mapping[int, list[str]] | None = None) -> Path:
+                 timelines: Mapping[int, list[str]] | None = None, *, force: bool = False) -> Path:
     """Write the page. ``sections``: ``(label, matrix)`` or ``(label, matrix, lesson)`` in order; sections
     of one lesson share a heatmap (see :func:`sections_with_lessons`). Each heading is written against the
     matrix's own ``expect``: a naive agent's failures are reported as what it shows, not as "clean".
-    ``timelines``: :func:`timeline_images` of some of the matrices, made already, by ``id(matrix)``."""
+    ``timelines``: :func:`timeline_images` of some of the matrices, made already, by ``id(matrix)``. Replaces
+    only an earlier report page (:mod:`crashlab.plumbing.outputs`), unless ``force``."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     rows = sections_with_lessons(sections)
-    parts = ["<!doctype html><html lang='en'><meta charset='utf-8'>"
-             "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-             f"<title>{html.escape(title)}</title><style>{_CSS}</style><body>", f"<h1>{html.escape(title)}</h1>"]
+    parts = [REPORT_HEAD, f"<title>{html.escape(title)}</title><style>{_CSS}</style><body>", f"<h1>{html.escape(title)}</h1>"]
     if rows:
         parts += [_lead(rows), *_summary(rows), _key()]
     lessons: dict[str, list] = {}
@@ -351,5 +351,5 @@ def write_report(path: str | Path, sections: Sequence[tuple], title: str = "Cras
     for lesson, members in lessons.items():
         parts += _lesson(lesson, members, timelines or {})
     path = Path(path)
-    path.write_text("\n".join(parts) + "\n</body></html>\n")
+    write_output(path, "\n".join(parts) + "\n</body></html>\n", REPORT, force=force)
     return path

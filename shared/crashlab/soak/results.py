@@ -1,8 +1,9 @@
 """What a soak found, per order and in all: judged from the world's ledgers only, never from what an agent said.
 
-An order passes when it finished, no effect happened twice, and every effect was the order's own: charged
-its own amount and reserved its own SKU (:func:`crashlab.order.order_details`), so an agent that charged one
-order's amount to another, or charged a fixed amount, is caught."""
+An order passes when it finished (through the failure path: ended cleanly undone), no effect happened twice, and
+every effect was the order's own: charged its own amount and reserved its own SKU
+(:func:`crashlab.order.order_details`), so an agent that charged one order's amount to another, or charged a fixed
+amount, is caught."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ class OrderResult:
     errors: list[str] = field(default_factory=list)  # last line of each non-zero exit that was not our kill
     audit: Audit | None = None
     seconds: float = 0.0
+    fail: str | None = None  # the step that failed for good for the order: it must end cleanly undone
 
     @property
     def duplicates(self) -> int:
@@ -32,7 +34,10 @@ class OrderResult:
 
     @property
     def lost(self) -> bool:
-        return self.audit is None or not self.audit.finished
+        """Not finished -- or, through the failure path, not cleanly undone -- when the soak gave up on it."""
+        if self.audit is None:
+            return True
+        return not self.audit.finished if self.fail is None else self.audit.verdict != "cleanly undone"
 
     @property
     def mismatches(self) -> list[str]:
@@ -101,8 +106,9 @@ class SoakResult:
         s = self.settings
         faults = ", ".join(s["world_faults"]) or "none"
         needs = f", needs: {', '.join(s['needs'])}" if s.get("needs") else ""
+        path = f", failure path: {s['fail']} fails for good" if s.get("fail") else ""
         lines = [f"soak of {Path(self.agent).name}: resumers {s['resumers']}, kills {s['kills']} "
-                 f"(0-{s['kill_window']:g} s), world faults: {faults}{needs}, seed {s['seed']}"]
+                 f"(0-{s['kill_window']:g} s), world faults: {faults}{needs}{path}, seed {s['seed']}"]
 
         def spans(seconds: list[float]) -> str:
             return f"({', '.join(f'{o:g} s' for o in seconds)})" if seconds else ""
@@ -115,7 +121,8 @@ class SoakResult:
                 ("flaky periods", len(self.flaky), spans(self.flaky) + (f", {self.flaky_refused} requests answered "
                                                                         "503/529" if self.flaky else "")),
                 ("duplicates", self.duplicates, "effects beyond the first, from the world's ledgers"),
-                ("lost orders", self.lost, "not finished when the soak gave up on them"),
+                ("lost orders", self.lost, "not finished when the soak gave up on them" if not s.get("fail") else
+                  "not cleanly undone when the soak gave up on them"),
                 ("wrong amount or SKU", self.wrong_effects, "effects that were not the order's own"),
                 ("repeated model calls", self.repeated_model_calls, "answers asked for again (a kill right after an "
                                                                   "answer costs one, unavoidably)"),

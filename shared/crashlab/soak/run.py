@@ -13,7 +13,11 @@ The crash matrix kills an agent at named points, one at a time. The soak does wh
    restarts it on its own state; ``outage:SECONDS`` stops it for that long, then restarts it on its own state;
    ``flaky:SECONDS`` keeps it up but answers every request 503 (the model 529) for that long. Agents that were
    talking to it may fail (an *agent error*, expected then), and later rounds resume them; rounds that met a
-   fault do not count against an order.
+   fault do not count against an order. An agent that retries inside its process (DBOS, Temporal) is given
+   time to outlive a fault of any length: its timeout counts only the time the world was up and well, so a
+   120 s outage does not get it killed as hung before it can finish the order.
+   With ``fail`` (``reserve_item``, ``card_declined``...) that step fails for good for every order, the
+   calibration run's included, and an order is done when it is cleanly undone rather than finished.
 4. At the end every order is audited from the world's ledgers, never from what an agent said
    (:mod:`crashlab.soak.results`): duplicates, unfinished (*lost*) orders, effects that were not the order's own
    (each order has its own amount and SKU: :func:`crashlab.order.order_details`), repeated model calls.
@@ -36,9 +40,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from crashlab.harness import RunningAgent, start_agent
+from crashlab.harness import MAX_RESUMERS, RunningAgent, start_agent
 from crashlab.harness.launcher import WarmLauncher
 from crashlab.engines.needs import NEEDS, Needs
+from crashlab.order import check_failure
 from crashlab.plumbing.scratch import scratch_dir
 from crashlab.soak.results import OrderResult, SoakResult
 from crashlab.soak.world import WORLD_FAULTS, SoakWorld, fault_label, parse_world_faults
@@ -55,7 +60,7 @@ def order_ids(count: int) -> list[str]:
 
 
 def parse_resumers(text: str) -> tuple[int, int]:
-    """``"2..3"`` -> (2, 3); ``"4"`` -> (4, 4). ValueError unless 1 <= A <= B."""
+    """``"2..3"`` -> (2, 3); ``"4"`` -> (4, 4). ValueError unless 1 <= A <= B <= :data:`MAX_RESUMERS`."""
     low, dots, high = text.partition("..")
     try:
         a, b = int(low), int(high if dots else low)
@@ -63,28 +68,32 @@ def parse_resumers(text: str) -> tuple[int, int]:
         raise ValueError(f"expected A..B (whole numbers, such as 2..3) or one number, got {text!r}") from None
     if not 1 <= a <= b:
         raise ValueError(f"need 1 <= A <= B in A..B, got {text!r}")
+    if b > MAX_RESUMERS:
+        raise ValueError(f"at most {MAX_RESUMERS} resumers at once, got {text!r}: a race needs two or three")
     return a, b
 
 
 # --- one order ------------------------------------------------------------------------------------------------
 class _Soak:
     def __init__(self, agent: Path, world: SoakWorld, launcher, resumers: tuple[int, int], kills: bool,
-                 kill_window: float, max_rounds: int, timeout: float, seed: int, extra_env: dict):
-        self.agent, self.world, self.launcher, self.extra_env = agent, world, launcher, extra_env
+                 kill_window: float, max_rounds: int, timeout: float, seed: int, extra_env: dict, fail: str | None):
+        self.agent, self.world, self.launcher, self.extra_env, self.fail = agent, world, launcher, extra_env, fail
         self.resumers, self.kills, self.kill_window = resumers, kills, kill_window
         self.max_rounds, self.timeout, self.seed = max_rounds, timeout, seed
         self.stopping = threading.Event()  # set on an error or Ctrl-C: every order ends at once, its processes killed
 
     def order(self, order_id: str) -> OrderResult:
         rng = random.Random(f"{self.seed}:{order_id}")  # the same choices for an order whatever the scheduling
-        result = OrderResult(order_id)
+        result = OrderResult(order_id, fail=self.fail)
         started = time.time()
+        if self.fail:
+            self.world.fail_permanently(order_id, self.fail)
         self._round(result, rng, count=1, kill_odds=1.0 if self.kills else 0.0)  # the first run, killed
         counted = failing = 0
         while counted < self.max_rounds and not self.stopping.is_set():
             if result.rounds:
                 result.audit = self.world.audit(order_id)  # for the progress bar; the soak audits again at the end
-                if result.audit.finished:
+                if not result.lost:
                     break  # (after at least one round of resumers: they must also leave a finished order alone)
             generation = self.world.generation
             odds = 0.5 if self.kills and counted < KILLED_ROUNDS else 0.0
@@ -106,6 +115,7 @@ class _Soak:
         if self.stopping.is_set():
             return
         plan: list[tuple[RunningAgent, float | None]] = []
+        troubled = self.world.troubled_seconds()  # the timeout leaves out the time of faults from here on
         try:
             for _ in range(count):
                 kill_at = rng.uniform(0, self.kill_window) if rng.random() < kill_odds else None
@@ -124,7 +134,7 @@ class _Soak:
                     elif kill_at is not None and now >= kill_at:
                         running.kill()  # SIGKILL, the process group and everything below it
                         killed.add(id(running))
-                    elif now >= running.started + self.timeout:
+                    elif now >= running.started + self.timeout + self.world.troubled_seconds() - troubled:
                         running.kill()
                         hung.add(id(running))
                 time.sleep(0.01)
@@ -154,13 +164,16 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
          kills: str = "random", kill_window: float | None = None, world_faults: list[tuple[str, float]] = (),
          seconds: float | None = None, seed: int | None = None, jobs: int = 2, timeout: float = 60.0,
          max_rounds: int = MAX_ROUNDS, key_lease: float | None = None, launcher: str = "warm",
-         preload: tuple[str, ...] = (), needs: tuple[str, ...] = (), progress: bool | None = None) -> SoakResult:
+         preload: tuple[str, ...] = (), needs: tuple[str, ...] = (), progress: bool | None = None,
+         fail: str | None = None) -> SoakResult:
     """Run the chaos soak (see the module's docstring) and audit every order. ``orders=None`` with ``seconds``
     starts orders until ``seconds`` have passed; with both, whichever ends first. ``kill_window=None``: the wall
     time of one clean run, measured first. ``world_faults``: as :func:`parse_world_faults` returns them.
     ``needs``: servers to start for the agents besides the world (``"temporal"``), as a lesson's metadata names
-    them. ``progress``: a tqdm bar on stderr (default: when stderr is a terminal). ValueError if the clean run
-    fails: a soak of an agent that cannot run an order says nothing."""
+    them. ``progress``: a tqdm bar on stderr (default: when stderr is a terminal). ``timeout``: seconds an agent
+    process may run while the world is up and well (time under a world fault is not counted). ValueError if the
+    clean run fails: a soak of an agent that cannot run an order says nothing. ``fail``: a step that fails for good
+    for every order (``TOOL``, ``TOOL:REASON`` or ``REASON``), each of which must then end cleanly undone."""
     agent = Path(agent).resolve()
     if not agent.is_file():
         raise FileNotFoundError(f"no agent file at {agent}")
@@ -175,13 +188,15 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
     for kind, _ in world_faults:
         if kind not in ("world-kill", "outage", "flaky"):
             raise ValueError(f"unknown world fault {kind!r}: see parse_world_faults")
+    if fail is not None:
+        fail = "{}:{}".format(*check_failure(fail))  # ValueError in one line for a step that cannot fail for good
     seed = random.randrange(1 << 30) if seed is None else seed
     cap = min(orders or 9999, 9999)
     fault_rng = random.Random(f"{seed}:world")
     settings = {"orders": orders, "seconds": seconds, "resumers": f"{resumers[0]}..{resumers[1]}", "kills": kills,
                 "kill_window": None, "world_faults": [fault_label(*fault) for fault in world_faults],
                 "needs": list(needs), "seed": seed, "jobs": jobs, "timeout": timeout, "max_rounds": max_rounds,
-                "launcher": launcher}
+                "launcher": launcher, "fail": fail}
     # When each world fault fires: as order number k starts (spread over the soak), or at a time if there is no count.
     if orders is not None:
         at_order = {}
@@ -203,12 +218,15 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
 
         try:
             warm = WarmLauncher(preload) if launcher == "warm" else None
+            if fail:
+                world.world.fail_permanently(CALIBRATION_ORDER, fail)
             clean = start_agent(agent, world.world, CALIBRATION_ORDER, extra_env=extra_env,
                                 launcher=warm or "exec").finish(timeout)
-            if clean.returncode != 0 or not world.audit(CALIBRATION_ORDER).finished:
-                why = "it hung" if clean.timed_out else clean.last_error_line()
-                raise ValueError(f"a clean run of {agent.name} (order {CALIBRATION_ORDER}, no kills) did not finish the "
-                                 f"order: {why}")
+            calibration = OrderResult(CALIBRATION_ORDER, audit=world.audit(CALIBRATION_ORDER), fail=fail)
+            if clean.returncode != 0 or calibration.lost:
+                why = "it hung" if clean.timed_out else clean.last_error_line() or f"the order is {calibration.audit.verdict}"
+                raise ValueError(f"a clean run of {agent.name} (order {CALIBRATION_ORDER}, no kills) did not "
+                                 f"{'undo' if fail else 'finish'} the order: {why}")
             if kill_window is None:
                 kill_window = round(max(0.05, clean.seconds), 2)
             settings["kill_window"] = kill_window
@@ -216,7 +234,7 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
                 for j, fault in enumerate(world_faults):
                     fire(fault, (j + 1) * seconds / (len(world_faults) + 1))
             runner = _Soak(agent, world, warm or "exec", resumers, kills == "random", kill_window, max_rounds,
-                           timeout, seed, extra_env)
+                           timeout, seed, extra_env, fail)
             bar = None
             if show:
                 from tqdm import tqdm

@@ -61,7 +61,8 @@ class SoakWorld:
     While it is down, ``up`` is clear and everyone who needs it waits.
 
     ``generation`` counts the starts and ends of faults: it is odd while a fault is under way, so a resume
-    round can tell whether it met one (:meth:`calm_since`), and such a round does not count against an order."""
+    round can tell whether it met one (:meth:`calm_since`), and such a round does not count against an order.
+    :meth:`troubled_seconds` adds up the time faults lasted, so that an agent's timeout can leave it out."""
 
     def __init__(self, folder: Path, key_lease: float | None):
         self.folder, self.key_lease = folder, key_lease
@@ -73,6 +74,13 @@ class SoakWorld:
         self.flaky_refused = 0  # requests the world answered with a 5xx while flaky
         self._fault_lock = threading.Lock()
         self.closed = threading.Event()
+        self._troubled = 0.0  # seconds of faults that have ended
+        self._fault_began: float | None = None  # when the fault under way began
+
+    def troubled_seconds(self) -> float:
+        """Seconds the world has spent killed, down or flaky so far, the fault under way included."""
+        began = self._fault_began
+        return self._troubled + (time.monotonic() - began if began is not None else 0.0)
 
     def env(self) -> dict:
         self.up.wait()
@@ -82,28 +90,42 @@ class SoakWorld:
         """No fault was under way when ``generation`` was read, and none has started since."""
         return generation % 2 == 0 and self.generation == generation
 
-    def audit(self, order_id: str, attempts: int = 20) -> Audit:
+    def _when_up(self, ask, failed: str, attempts: int = 20):
+        """``ask(world)`` once the world is up, again if it went down between the wait and the request."""
         for _ in range(attempts):
             self.up.wait()
             if self.closed.is_set():
                 raise WorldError("the soak was stopped")
             try:
-                return self.world.audit(order_id)
-            except WorldError:  # it went down between the wait and the request
+                return ask(self.world)
+            except WorldError:
                 time.sleep(0.2)
-        raise WorldError(f"the world did not answer an audit of {order_id}")
+        raise WorldError(failed)
+
+    def fail_permanently(self, order_id: str, step: str) -> None:
+        """The world's :meth:`~crashlab.world.World.fail_permanently` (kept in its control ledger, so a restart
+        keeps it)."""
+        self._when_up(lambda world: world.fail_permanently(order_id, step),
+                      f"the world did not take the failure of {order_id}")
+
+    def audit(self, order_id: str, attempts: int = 20) -> Audit:
+        return self._when_up(lambda world: world.audit(order_id), f"the world did not answer an audit of {order_id}",
+                             attempts)
 
     def fault(self, kind: str, seconds: float) -> None:
         with self._fault_lock:  # one fault at a time: a fault due during another waits for it to end
             if self.closed.is_set():
                 return
             self.generation += 1
+            self._fault_began = time.monotonic()
             try:
                 if kind == "flaky":
                     self._flaky(seconds)
                 else:
                     self._down(kind, seconds)
             finally:
+                self._troubled += time.monotonic() - self._fault_began
+                self._fault_began = None
                 self.generation += 1
                 self.up.set()
 

@@ -198,8 +198,10 @@ def _read(path: Path, query: str, args: tuple) -> list[sqlite3.Row]:
         conn.close()
 
 
-def audit(ledger_dir: str | Path, order_id: str) -> Audit:
-    """Read every ledger in ``ledger_dir`` and report what happened to ``order_id``."""
+def audit(ledger_dir: str | Path, order_id: str, *, seen: bool = False) -> Audit:
+    """Read every ledger in ``ledger_dir`` and report what happened to ``order_id``. ``seen``: LedgerError when
+    the world has no record of the order at all (no effect, no model call for it), which is a mistyped id or
+    another world's order far more often than an order that never started."""
     ledger_dir = Path(ledger_dir)
     result = Audit(order_id, effects={kind: [] for kind in KINDS})
     for name in ledger.SERVICE_LEDGERS.values():
@@ -221,6 +223,9 @@ def audit(ledger_dir: str | Path, order_id: str) -> Audit:
         result.final_answer_served |= row["stop_reason"] == "end_turn"
         label = f"model #{result.model_calls}" + (f" (repeat of #{_ordinal(calls, row['repeat_of'])})" if repeat else "")
         result.events.append(Event(row["at"], row["pid"], "model", label, repeat=repeat))
+    if seen and not any(result.effects.values()) and not any(row["order_id"] == order_id for row in calls):
+        raise LedgerError(f"the world in {ledger_dir.parent} has no record of order {order_id}: no effect and no "
+                          "model call for it (check the order id, and --state)")
     result.events.sort(key=lambda e: e.at)
     return result
 

@@ -1,0 +1,27 @@
+"""A fixture agent that retries inside its own process, as DBOS and Temporal agents do: lesson 1's keyed logged
+loop, run again from its own log after any failure that may pass, until the order is done. It waits half a second
+before it starts, so that a world fault fired as the order starts meets it mid-order."""
+
+import time
+
+from crashlab.agent import CallFailed, WorldNotRunning, agent_main, call_tool
+from crashlab.answers.lesson01 import run_logged_order
+
+
+def execute(order_id: str, step: int, call: dict) -> dict:
+    return call_tool(call["name"], call["input"], idempotency_key=f"{order_id}:{step}")
+
+
+def run(order_id: str) -> None:
+    time.sleep(0.5)
+    while True:
+        try:
+            return run_logged_order(order_id, execute)
+        except (CallFailed, WorldNotRunning) as exc:
+            if isinstance(exc, CallFailed) and not exc.retryable:
+                raise
+            time.sleep(0.2)
+
+
+if __name__ == "__main__":
+    agent_main(run)
