@@ -96,7 +96,7 @@ class BenchResult:
         import matplotlib.pyplot as plt
 
         if ax is None:
-            _, ax = plt.subplots(figsize=(max(6.0, 1.25 * len(self.rows) + 1.5), 4.2))
+            _, ax = plt.subplots(figsize=(min(9.4, max(6.0, 1.1 * len(self.rows) + 1.5)), 4.2))  # a notebook's width
         names = [r.engine for r in self.rows]
         xs = list(range(len(names)))
         measured = [(x, r) for x, r in zip(xs, self.rows) if r.ratio_to_floor is not None and r.ratio_to_floor > 0]
@@ -105,7 +105,7 @@ class BenchResult:
             color = entry.colour if entry else FLOOR_COLOUR
             ax.bar(x, r.ratio_to_floor, color=color, width=0.65)
             ax.annotate(f"{r.per_step_ms:.2f} ms", (x, r.ratio_to_floor), xytext=(0, 3),
-                        textcoords="offset points", ha="center", va="bottom", fontsize=8)
+                        textcoords="offset points", ha="center", va="bottom", fontsize=10)
         ax.set_yscale("log")
         if measured:
             top = max(r.ratio_to_floor for _, r in measured)
@@ -114,7 +114,7 @@ class BenchResult:
         for x, r in zip(xs, self.rows):
             if r.ratio_to_floor is None or r.ratio_to_floor <= 0:
                 ax.annotate("n/a", (x, 0), xycoords=("data", "axes fraction"), xytext=(0, 4),
-                            textcoords="offset points", ha="center", va="bottom", fontsize=8, color="#999999")
+                            textcoords="offset points", ha="center", va="bottom", fontsize=10, color="#999999")
         ax.axhline(1.0, color="#8c8c8c", linewidth=0.8, linestyle=":")
         ax.set_xticks(xs)
         ax.set_xticklabels(names, rotation=20, ha="right")
@@ -130,7 +130,7 @@ class BenchResult:
 
         rows = [r for r in self.rows if r.recovery_s is not None]
         if ax is None:
-            _, ax = plt.subplots(figsize=(max(6.0, 1.25 * len(rows) + 1.5), 4.2))
+            _, ax = plt.subplots(figsize=(min(9.4, max(6.0, 1.1 * len(rows) + 1.5)), 4.2))
         xs = list(range(len(rows)))
         startup = [r.recovery_startup_s or 0.0 for r in rows]
         rest = [max(0.0, r.recovery_s - s) for r, s in zip(rows, startup)]
@@ -138,11 +138,11 @@ class BenchResult:
         ax.bar(xs, rest, bottom=startup, color="#4c72b0", width=0.65, label="engine recovery and remaining steps")
         for x, r in zip(xs, rows):
             ax.annotate(f"{r.recovery_s:.2f} s", (x, r.recovery_s), xytext=(0, 3), textcoords="offset points",
-                        ha="center", va="bottom", fontsize=8)
+                        ha="center", va="bottom", fontsize=10)
         ax.set_xticks(xs)
         ax.set_xticklabels([r.engine for r in rows], rotation=20, ha="right")
         ax.set_ylabel("seconds")
         ax.set_title(f"From a new process to the result, after SIGKILL in step {self.recovery_kill_at} "
                      f"of {self.recovery_steps}", fontsize=10)
-        ax.legend(fontsize=8, loc="upper left")
+        ax.legend(fontsize=10, loc="upper left")
         return ax

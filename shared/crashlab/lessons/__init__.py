@@ -38,6 +38,7 @@ _ON_DEMAND = {
     "free_port": "crashlab.plumbing.ports",
     # pictures and the demo
     **dict.fromkeys(["matrix_heatmap", "timeline"], "crashlab.report.plots"),
+    "show_figure": "crashlab.report.figures",
     **dict.fromkeys(["reference_matrices", "terminal_summary"], "crashlab.report.demo"),
     # the engines' servers, and what lessons read from them
     "Needs": "crashlab.engines.needs",

@@ -192,11 +192,13 @@ BANK: tuple[Question, ...] = (
        ["Read the agent's own log to see what it did twice",
         "Add a check-before-reserve in the agent and watch whether it recurs",
         "Compare the provider's reservations, keys and process timeline"], "C"),
-    _q("q17", "9", "A durable step costs 2-30 ms. Does that matter for an agent?",
+    _q("q17", "9", "Each durable step pays for a write to the journal (an fsync, a database commit or a round trip to "
+       "a server), and what that costs varies with the engine, the disk and the machine's load. Does it matter "
+       "for an agent?",
        "Yes, it makes agents slow.",
-       "Against model calls of one to thirty seconds it is noise; what matters is that every model call and effect "
-       "is a step, so replays do not re-burn tokens or repeat effects. Measure it: per-step cost against an "
-       "fsync floor on your machine.",
+       "Measure it on your machine against an fsync floor, then compare it with a model call: even the dearest "
+       "engine's step is a small part of a call that takes seconds, and what the step buys is that a replay "
+       "never re-burns tokens or repeats an effect, so every model call and effect is a step.",
        "When would you still pick the lightest engine?",
        ["It dominates, so batch effects into one step",
         "Noise next to model calls of seconds: journal every call",

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -22,15 +21,11 @@ from typing import Mapping, Sequence
 from crashlab.harness import Matrix
 from crashlab.crash_points import allowed_repeats
 from crashlab.plumbing.outputs import REPORT, REPORT_HEAD, write_output
-from crashlab.report.plots import EXPECTED, NOT_REACHED
+from crashlab.report.figures import DPI, png, png_size
+from crashlab.report.plots import (AGENTS_PER_IMAGE, CLEAN, EXPECTED, FAILURE, MEASURE_WORDS, NOT_REACHED, lesson_heatmap,
+                                   short_name)
 
-CLEAN = "#e5f5e0"           # a measure at zero: pale green, so that it reads as "checked, fine", not as empty
-FAILURE = "#fb6a4a"         # the legend's red: a real failure (darker cells: more of it)
-MEASURES = ("dup", "rep", "unf")
-MEASURE_WORDS = "dup = duplicate effects, rep = repeated model calls, unf = order unfinished (1 = yes)"
-DPI = 100                   # pictures are drawn at the pixel size they are shown at
 PAGE_PX = 900               # no heatmap wider than this, so it fits a 1,024 px window with margins
-AGENTS_PER_IMAGE = 3        # 2.3 in of labels + 3 agents x 3 columns x 0.7 in = 860 px: within PAGE_PX
 
 
 def _plural(n: int, word: str) -> str:
@@ -132,81 +127,6 @@ def sections_with_lessons(sections) -> list[tuple[str, Matrix, str]]:
     return out
 
 
-def short_name(matrix: Matrix) -> str:
-    """``naive_dbos_agent.py`` -> ``naive_dbos``: a column label short enough for a projector."""
-    name = Path(matrix.agent).stem
-    return name[: -len("_agent")] if name.endswith("_agent") and name != "_agent" else name
-
-
-# --- the heatmap -------------------------------------------------------------------------------------
-
-def heatmap_cell(row, measure: str) -> tuple[str, str]:
-    """(fill colour, text) for one row and measure, in the notebooks' colours."""
-    import matplotlib
-
-    if row is None:
-        return "white", ""
-    if not row.reached:
-        return NOT_REACHED, "–"
-    value = {"dup": row.duplicates, "rep": row.repeated_model_calls, "unf": int(not row.finished)}[measure]
-    if measure == "rep" and value == 1 and allowed_repeats(row.point):
-        return EXPECTED, "1"
-    if value == 0:
-        return CLEAN, "0"
-    return matplotlib.colormaps["Reds"](0.5 + 0.13 * min(value - 1, 3)), str(value)
-
-
-def lesson_heatmap(matrices: Sequence[Matrix], title: str, names: Sequence[str] | None = None):
-    """One lesson's agents side by side: crash points down, three short columns per agent (dup, rep, unf),
-    numbers large enough to read from the back of a room, and a key under the picture. Returns the figure.
-
-    Unlike :func:`crashlab.report.plots.matrix_heatmap` (the notebooks' picture, many agents in one axes) it is
-    sized in inches at :data:`DPI`, so the PNG is shown at its own size and 13 pt stays 13 pt."""
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch, Rectangle
-
-    names = list(names or [short_name(m) for m in matrices])
-    points = []
-    for matrix in matrices:
-        points += [row.point for row in matrix.rows if row.point not in points]
-    columns = len(MEASURES) * len(matrices)
-    # Laid out in inches, not by tight_layout: the key under the picture must never squeeze the cells.
-    left, top, below, key, cell_w, cell_h = 2.3, 0.7, 0.35, 1.0, 0.7, 0.32
-    width, height = left + cell_w * columns + 0.15, top + cell_h * len(points) + below + key
-    fig = plt.figure(figsize=(width, height), dpi=DPI)
-    ax = fig.add_axes((left / width, (below + key) / height, cell_w * columns / width, cell_h * len(points) / height))
-    for j, matrix in enumerate(matrices):
-        by_point = {row.point: row for row in matrix.rows}
-        for m, measure in enumerate(MEASURES):
-            x = len(MEASURES) * j + m
-            for i, point in enumerate(points):
-                colour, text = heatmap_cell(by_point.get(point), measure)
-                ax.add_patch(Rectangle((x - 0.5, i - 0.5), 1, 1, facecolor=colour, edgecolor="white", lw=2))
-                if colour == NOT_REACHED:  # hatched too, so it cannot pass for clean on a washed-out projector
-                    ax.add_patch(Rectangle((x - 0.45, i - 0.4), 0.9, 0.8, fill=False, hatch="//",
-                                           edgecolor="#a0a0a0", lw=0))
-                dark = text.isdigit() and int(text) >= 3 and colour not in (CLEAN, EXPECTED)
-                ax.text(x, i, text, ha="center", va="center", fontsize=13, color="white" if dark else "black")
-        ax.text(len(MEASURES) * j + 1, -0.75, names[j], ha="center", va="bottom", fontsize=12, weight="bold")
-        if j:
-            ax.axvline(len(MEASURES) * j - 0.5, color="#333333", lw=2.5)
-    ax.set_xlim(-0.5, columns - 0.5)
-    ax.set_ylim(len(points) - 0.5, -0.5)
-    ax.set_xticks(range(columns), [MEASURES[k % len(MEASURES)] for k in range(columns)], fontsize=11)
-    ax.set_yticks(range(len(points)), points, fontsize=11)
-    ax.tick_params(length=0)
-    for spine in ax.spines.values():
-        spine.set_visible(False)
-    fig.text(0.1 / width, 1 - 0.1 / height, title, ha="left", va="top", fontsize=14)
-    fig.legend(handles=[Patch(color=FAILURE, label="real failure (number = count)"),
-                        Patch(color=EXPECTED, label="expected: 1 repeat at after:model#N"),
-                        Patch(facecolor=NOT_REACHED, edgecolor="#a0a0a0", hatch="//", label="– never reached"),
-                        Patch(color=CLEAN, label="0: clean")],
-               loc="upper left", bbox_to_anchor=(0.1 / width, key / height), ncol=2, fontsize=11, frameon=False,
-               title=MEASURE_WORDS, title_fontsize=10, alignment="left", borderaxespad=0)
-    return fig
-
-
 # --- the page ----------------------------------------------------------------------------------------
 
 _CSS = """
@@ -235,11 +155,9 @@ def _png(fig, **kwargs) -> tuple[str, int, int]:
     guess)."""
     import matplotlib.pyplot as plt
 
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=kwargs.pop("dpi", DPI), bbox_inches="tight", **kwargs)
+    data = png(fig, dpi=kwargs.pop("dpi", DPI))
     plt.close(fig)
-    data = buffer.getvalue()
-    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    width, height = png_size(data)
     return base64.b64encode(data).decode(), width, height
 
 

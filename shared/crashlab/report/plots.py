@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 from crashlab.world.audit import Event
@@ -16,8 +17,9 @@ def timeline(runs: Sequence[ProcessRun], events: Sequence[Event], title: str = "
     effects (squares), repeats and duplicates in red, and a cross where SIGKILL struck.
 
     The x axis is the order of events, not seconds: the local model answers in milliseconds while
-    each process spends about two seconds starting Python, so a time axis would hide every event in
-    one pile. The seconds are in the lane labels.
+    each process spends a second or more starting Python, so a time axis would hide every event in
+    one pile. The seconds are in the lane labels. The figure is as wide as a notebook at 100% and no
+    wider, whatever the number of events: when they crowd, their labels take turns above and below.
     """
     import matplotlib.pyplot as plt
 
@@ -26,19 +28,25 @@ def timeline(runs: Sequence[ProcessRun], events: Sequence[Event], title: str = "
     lanes = {run.pid: i for i, run in enumerate(runs)}
     mine = [e for e in events if e.pid in lanes]
     if ax is None:
-        _, ax = plt.subplots(figsize=(max(8, 0.9 * len(mine) + 3), 1.4 + 1.0 * len(runs)))
+        _, ax = plt.subplots(figsize=(TIMELINE_IN, 1.3 + 1.45 * len(runs)))
     t0 = min(run.started for run in runs)
+    right = 0.5
     for run in runs:
         y = lanes[run.pid]
         xs = [k for k, e in enumerate(mine) if e.pid == run.pid]
         start, end = (min(xs) - 0.5, max(xs) + 0.5) if xs else (0, 0.5)
         if run.killed:
             end += 0.5
+        right = max(right, end)
         ax.barh(y, end - start, left=start, height=0.55, color="#f0f0f0", edgecolor="#999999", zorder=1)
         if run.killed:
             ax.plot(end, y, marker="X", markersize=15, color="black", zorder=5)
-            ax.annotate("SIGKILL", (end, y), xytext=(8, 8), textcoords="offset points", fontsize=8)
+            ax.annotate("SIGKILL", (end, y), xytext=(12, 0), textcoords="offset points", ha="left",
+                        va="center", fontsize=10)
     expected = _expected_repeats(runs, mine)
+    # An event's label is about 110 px wide: side by side while the events are that far apart; when they
+    # crowd, alternately above and below its marker, split before its number ("reservation\n#4").
+    crowded = bool(mine) and 0.8 * TIMELINE_IN * 100 / (right + 1.5) < 110
     seen = set()
     for k, event in enumerate(mine):
         y = lanes[event.pid]
@@ -49,23 +57,30 @@ def timeline(runs: Sequence[ProcessRun], events: Sequence[Event], title: str = "
                    label=None if event.what in seen else ("model call" if event.what == "model" else event.what))
         seen.add(event.what)
         text = event.label.replace(" (repeat of", "\n(repeat of")
+        if crowded:
+            text = text.replace(" #", "\n#", 1)
         if bad and event.what != "model":
             text += "\nDUPLICATE"
         if k in expected:
-            text += "\nexpected: its answer\ndied with the process"
-        ax.annotate(text, (k, y), xytext=(0, -26), textcoords="offset points", ha="center", va="top", fontsize=7,
+            text += "\nexpected: the answer\ndied in flight"
+        above = crowded and k % 2 == 1
+        ax.annotate(text, (k, y), xytext=(0, 20 if above else -20), textcoords="offset points", ha="center",
+                    va="bottom" if above else "top", fontsize=10,
                     color=EXPECTED_TEXT if k in expected else "red" if bad else "#333333")
     ax.set_yticks(range(len(runs)))
     ax.set_yticklabels([f"process {i + 1}\n{'killed' if run.killed else 'exit ' + str(run.returncode)}, "
-                        f"{run.started - t0:.1f}-{run.ended - t0:.1f} s" for i, run in enumerate(runs)], fontsize=8)
-    ax.set_ylim(len(runs) - 0.3, -0.6)
+                        f"{run.started - t0:.1f}-{run.ended - t0:.1f} s" for i, run in enumerate(runs)], fontsize=10)
+    ax.set_ylim(len(runs) - 0.25, -0.75)
+    ax.set_xlim(-0.9, right + 1.5)  # room for SIGKILL right of its cross
     ax.set_xticks([])
-    ax.set_xlabel("events in the order the world recorded them")
-    ax.set_title(title or "crash and resume, as the world saw it")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    ax.set_title(title or "crash and resume, as the world saw it", fontsize=12)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.01), ncol=len(seen) or 1, fontsize=10, frameon=False,
+              title="events, in the order the world recorded them", title_fontsize=10)
     ax.figure.tight_layout()
     return ax
 
+
+TIMELINE_IN = 9.4           # inches at 100 dpi: within the notebook's 980 px with its labels
 
 EXPECTED = "#e0a526"        # the one unavoidable repeat: an answer that died in flight (after:model#N)
 EXPECTED_TEXT = "#a06b00"
@@ -90,52 +105,133 @@ def _expected_repeats(runs: Sequence[ProcessRun], events: Sequence[Event]) -> se
     return expected
 
 
-def matrix_heatmap(matrices: Sequence[Matrix], labels: Sequence[str] | None = None, ax=None):
-    """Crash points down, one column per agent and measure (duplicates, repeated model calls,
-    unfinished); a darker red cell is a worse outcome, and the number is the count. The one repeat no
-    engine can avoid (at ``after:model#N``) is drawn in amber, and a crash point that was never reached
-    in grey, so neither passes for clean or for a real failure."""
-    import matplotlib.pyplot as plt
-    import numpy as np
+# --- the heatmap: the notebooks' and the demo page's -------------------------------------------------
 
-    labels = list(labels or [m.agent.rsplit("/", 1)[-1] for m in matrices])
-    points = [row.point for row in matrices[0].rows]
-    columns, values = [], []
-    for label, matrix in zip(labels, matrices):
-        by_point = {row.point: row for row in matrix.rows}
-        for measure in ("duplicates", "repeated", "unfinished"):
-            columns.append(f"{label}\n{measure}")
-            values.append([
-                (by_point[p].duplicates if measure == "duplicates" else
-                 by_point[p].repeated_model_calls if measure == "repeated" else int(not by_point[p].finished))
-                if p in by_point else np.nan for p in points])
-    data = np.array(values, dtype=float).T
-    if ax is None:
-        _, ax = plt.subplots(figsize=(1.3 * len(columns) + 2.5, 0.32 * len(points) + 1.5))
-    ax.imshow(data, cmap="Reds", vmin=0, vmax=max(2.0, np.nanmax(data) if data.size else 2.0), aspect="auto")
+CLEAN = "#e5f5e0"           # a measure at zero: pale green, so that it reads as "checked, fine", not as empty
+FAILURE = "#fb6a4a"         # the legend's red: a real failure (darker cells: more of it)
+MEASURES = ("dup", "rep", "unf")
+MEASURE_WORDS = "dup = duplicate effects, rep = repeated model calls, unf = order unfinished (1 = yes)"
+AGENTS_PER_IMAGE = 3        # 2.3 in of labels + 3 agents x 3 columns x 0.7 in = 860 px: within a notebook's 980
+
+
+def short_name(matrix: Matrix) -> str:
+    """``naive_dbos_agent.py`` -> ``naive_dbos``: a column label short enough for a projector."""
+    name = Path(matrix.agent).stem
+    return name[: -len("_agent")] if name.endswith("_agent") and name != "_agent" else name
+
+
+# --- the heatmap -------------------------------------------------------------------------------------
+
+def heatmap_cell(row, measure: str) -> tuple[str, str]:
+    """(fill colour, text) for one row and measure, in the notebooks' colours."""
+    import matplotlib
+
+    if row is None:
+        return "white", ""
+    if not row.reached:
+        return NOT_REACHED, "–"
+    value = {"dup": row.duplicates, "rep": row.repeated_model_calls, "unf": int(not row.finished)}[measure]
+    if measure == "rep" and value == 1 and allowed_repeats(row.point):
+        return EXPECTED, "1"
+    if value == 0:
+        return CLEAN, "0"
+    return matplotlib.colormaps["Reds"](0.5 + 0.13 * min(value - 1, 3)), str(value)
+
+
+def lesson_heatmap(matrices: Sequence[Matrix], title: str, names: Sequence[str] | None = None,
+                   files: Sequence[str] | None = None):
+    """A few agents side by side: crash points down, three short columns per agent (dup, rep, unf), numbers
+    large enough to read from the back of a room, and a key under the picture. Returns the figure.
+
+    Each agent is headed by its name and, with ``files``, under it the agent file its columns hold. The figure
+    is sized in inches at :data:`~crashlab.report.figures.DPI`, so the PNG is shown at its own size and 13 pt
+    stays 13 pt: at most :data:`AGENTS_PER_IMAGE` agents fit a notebook's width (:func:`matrix_heatmap`
+    makes one figure per group of them)."""
+    import matplotlib.pyplot as plt
     from matplotlib.patches import Patch, Rectangle
 
-    reached = [{row.point: row.reached for row in matrix.rows} for matrix in matrices]
-    special = {}
-    for (i, j), value in np.ndenumerate(data):
-        point, measure = points[i], ("duplicates", "repeated", "unfinished")[j % 3]
-        if not reached[j // 3].get(point, True):
-            special[i, j] = (NOT_REACHED, "not\nreached")
-        elif measure == "repeated" and allowed_repeats(point) and value == 1:
-            special[i, j] = (EXPECTED, "1")
-    for (i, j), value in np.ndenumerate(data):
-        color, text = special.get((i, j), (None, "" if np.isnan(value) else f"{value:.0f}"))
-        if color:
-            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, color=color, zorder=2))
-        ax.text(j, i, text, ha="center", va="center", fontsize=6 if "\n" in text else 8, zorder=3)
-    ax.legend(handles=[Patch(color="#fcbba1", label="a real failure (darker: more)"),
-                       Patch(color=EXPECTED, label="expected: the answer died in flight (after:model#N)"),
-                       Patch(color=NOT_REACHED, label="crash point never reached")],
-              loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
-    ax.set_xticks(range(len(columns)))
-    ax.set_xticklabels(columns, fontsize=8)
-    ax.set_yticks(range(len(points)))
-    ax.set_yticklabels(points, fontsize=8)
-    ax.set_title("crash matrix: what each crash point cost")
-    ax.figure.tight_layout()
-    return ax
+    from crashlab.report.figures import DPI
+
+    names = list(names or [short_name(m) for m in matrices])
+    points = []
+    for matrix in matrices:
+        points += [row.point for row in matrix.rows if row.point not in points]
+    columns = len(MEASURES) * len(matrices)
+    # Laid out in inches, not by tight_layout: the key under the picture must never squeeze the cells.
+    left, top, below, key, cell_w, cell_h = 2.3, 0.7 + (0.45 if files else 0), 0.35, 1.0, 0.7, 0.32
+    width, height = left + cell_w * columns + 0.15, top + cell_h * len(points) + below + key
+    fig = plt.figure(figsize=(width, height), dpi=DPI)  # not shrunk on a page or in a notebook
+    ax = fig.add_axes((left / width, (below + key) / height, cell_w * columns / width, cell_h * len(points) / height))
+    for j, matrix in enumerate(matrices):
+        by_point = {row.point: row for row in matrix.rows}
+        for m, measure in enumerate(MEASURES):
+            x = len(MEASURES) * j + m
+            for i, point in enumerate(points):
+                colour, text = heatmap_cell(by_point.get(point), measure)
+                ax.add_patch(Rectangle((x - 0.5, i - 0.5), 1, 1, facecolor=colour, edgecolor="white", lw=2))
+                if colour == NOT_REACHED:  # hatched too, so it cannot pass for clean on a washed-out projector
+                    ax.add_patch(Rectangle((x - 0.45, i - 0.4), 0.9, 0.8, fill=False, hatch="//",
+                                           edgecolor="#a0a0a0", lw=0))
+                dark = text.isdigit() and int(text) >= 3 and colour not in (CLEAN, EXPECTED)
+                ax.text(x, i, text, ha="center", va="center", fontsize=13, color="white" if dark else "black")
+        centre = len(MEASURES) * j + 1
+        if files:
+            ax.text(centre, -0.6, files[j], ha="center", va="bottom", fontsize=10)
+        ax.text(centre, -1.15 if files else -0.75, names[j], ha="center", va="bottom", fontsize=12, weight="bold")
+        if j:
+            ax.axvline(len(MEASURES) * j - 0.5, color="#333333", lw=2.5)
+    ax.set_xlim(-0.5, columns - 0.5)
+    ax.set_ylim(len(points) - 0.5, -0.5)
+    ax.set_xticks(range(columns), [MEASURES[k % len(MEASURES)] for k in range(columns)], fontsize=11)
+    ax.set_yticks(range(len(points)), points, fontsize=11)
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    fig.text(0.1 / width, 1 - 0.1 / height, title, ha="left", va="top", fontsize=14)
+    fig.legend(handles=[Patch(color=FAILURE, label="real failure (number = count)"),
+                        Patch(color=EXPECTED, label="expected: 1 repeat at after:model#N"),
+                        Patch(facecolor=NOT_REACHED, edgecolor="#a0a0a0", hatch="//", label="– never reached"),
+                        Patch(color=CLEAN, label="0: clean")],
+               loc="upper left", bbox_to_anchor=(0.1 / width, key / height), ncol=2, fontsize=11, frameon=False,
+               title=MEASURE_WORDS, title_fontsize=10, alignment="left", borderaxespad=0)
+    return fig
+
+
+def matrix_heatmap(matrices: Sequence[Matrix], labels: Sequence[str] | None = None,
+                   title: str = "crash matrix: what each crash point cost", groups: Sequence[str] | None = None):
+    """The notebooks' heatmap: :func:`lesson_heatmap` for every :data:`AGENTS_PER_IMAGE` agents, each column
+    headed by its label and its agent file. Returns the figures (show them with
+    :func:`crashlab.report.figures.show_figure`): more agents make more figures, never a wider one.
+
+    ``groups`` (one key per matrix, such as its lesson) keeps the agents of one group in one figure when they
+    fit, so a lesson added to a comparison adds a figure instead of splitting its neighbours."""
+    if not matrices:
+        raise ValueError("matrix_heatmap needs at least one matrix")
+    labels = list(labels or [short_name(m) for m in matrices])
+    chunks = _chunks(list(groups) if groups is not None else list(range(len(matrices))), AGENTS_PER_IMAGE)
+    figures = []
+    for n, chunk in enumerate(chunks, 1):
+        heading = title if len(chunks) == 1 else f"{title} ({n} of {len(chunks)})"
+        figures.append(lesson_heatmap([matrices[k] for k in chunk], heading, [labels[k] for k in chunk],
+                                      [Path(matrices[k].agent).name for k in chunk]))
+    return figures
+
+
+def _chunks(keys: list, size: int) -> list[list[int]]:
+    """Indexes of ``keys`` in runs of at most ``size``; a run of equal keys starts a new chunk when it would
+    not fit in the current one, and is split only when it is longer than ``size`` itself."""
+    chunks: list[list[int]] = [[]]
+    k = 0
+    while k < len(keys):
+        end = k
+        while end < len(keys) and keys[end] == keys[k]:
+            end += 1
+        run = range(k, end)
+        if chunks[-1] and len(chunks[-1]) + len(run) > size:
+            chunks.append([])
+        for j in run:
+            if len(chunks[-1]) == size:
+                chunks.append([])
+            chunks[-1].append(j)
+        k += len(run)
+    return chunks
