@@ -58,11 +58,22 @@ class Needs:
             return self._starting[need]
 
     def _start(self, need: str) -> dict[str, str]:
-        server = engine(need).serve(self.workdir / need, self.timeout)
+        server = engine(need).serve(self._fresh_folder(need), self.timeout)
         env = server.__enter__()
         with self._lock:
             self._stack.push(server.__exit__)  # stopped with the others at close, last started first
         return env
+
+    def _fresh_folder(self, need: str) -> Path:
+        """The server's folder: ``<workdir>/<need>``, or the first of ``<need>-1``, ``<need>-2``... that is new or
+        empty. A run killed before it stopped its servers leaves its folder full (the server itself stops with
+        its parent), and a server refuses a folder that holds data; another run may still be using it, so it is
+        left alone rather than emptied."""
+        for n in range(100):
+            folder = self.workdir / (need if n == 0 else f"{need}-{n}")
+            if not folder.exists() or not any(folder.iterdir()):
+                return folder
+        raise RuntimeError(f"{self.workdir} holds 100 {need} folders from earlier runs: remove them")
 
     def close(self) -> None:
         if self._pool is not None:
