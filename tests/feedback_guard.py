@@ -21,7 +21,8 @@ INTERNALS = re.compile(r"/tmp/crashlab-|crashlab-(grade|rows|private)-|site-pack
 EMPTY_EXCEPTION = re.compile(r"\b[A-Z]\w*(Error|Exception):\s*($|[)\]]|\([\w.-]+\.py, line \d+\))", re.MULTILINE)
 CUT_MARK = "[...]"  # how a bounded message says it was cut (crashlab.plumbing.tracebacks.cut_at_word)
 PAIRS = ("()", "{}", "[]")
-QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
+# A quotation, not an apostrophe: "the winner's result" opens nothing.
+QUOTED = re.compile(r"(?<!\w)'[^'\n]*'(?!\w)|\"[^\"\n]*\"")
 
 _produced: list[str] = []
 _depth = threading.local()

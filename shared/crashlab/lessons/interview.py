@@ -378,7 +378,7 @@ BANK: tuple[Question, ...] = (
        "Which would you pick for an agent that waits two days for a human, and why?",
        ["The one whose integration derives the idempotency keys for you",
         "What each records, what you can operate, and how it recovers",
-        "Always Temporal: it is the only one that keeps a history"], GRADED),
+        "Always Temporal: it is the only one that keeps a history"], "B"),  # lesson 8's practice question
 )
 
 
