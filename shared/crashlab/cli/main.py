@@ -3,73 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
-import time
 from pathlib import Path
 
 from crashlab.cli import args as check
 from crashlab.cli.args import Parser, UsageError
+from crashlab.cli.world import audit_order, start_world, stop_world
 from crashlab.engines.needs import NEEDS
 from crashlab.plumbing.outputs import DEMO, MATRIX, REPORT, RESULTS, SOAK, OutputError
 from crashlab.order import ORDER_ID, TOOL_ORDER
-
-
-def _world_start(args) -> int:
-    if args.port:
-        check.check_port_free(args.port)
-    from crashlab.world import World, WorldError
-
-    try:
-        world = World.start(args.state, fresh=not args.keep, port=args.port, stop_with_parent=not args.detach,
-                            key_lease=args.key_lease, key_lifetime=args.key_lifetime)
-    except WorldError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(f"world running at {world.url} (pid {world.pid}), ledgers in {world.ledger_dir}")
-    print("agents need these variables:")
-    for key, value in world.env().items():
-        if key.startswith("CRASHLAB_"):
-            print(f"  export {key}={value}")
-    if args.detach:
-        print(f"stop it with: crashlab world stop --state {args.state}")
-        return 0
-    print("press Ctrl-C to stop")
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
-    try:
-        while world._process and world._process.poll() is None:
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        world.stop()
-    return 0
-
-
-def _world_stop(args) -> int:
-    from crashlab.world import World, WorldError
-
-    try:
-        World.attach(args.state).stop()
-    except WorldError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print("world stopped")
-    return 0
-
-
-def _audit(args) -> int:
-    from crashlab.world.audit import audit
-    from crashlab.world import LedgerError
-
-    try:
-        result = audit(Path(args.state) / "ledgers", args.order, seen=True)
-    except LedgerError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(result.as_dict(), indent=2) if args.json else result)
-    return 0
 
 
 def _check_crash_test(args) -> None:
@@ -254,16 +197,16 @@ def build_parser() -> Parser:
                        help="seconds after its first use that a completed idempotency key is forgotten, as payment "
                             "providers forget keys after about a day (default: never); a retry after that is a new effect")
     start.add_argument("--detach", action="store_true", help="return at once and leave the world running")
-    start.set_defaults(func=_world_start)
+    start.set_defaults(func=start_world)
     stop = world_sub.add_parser("stop", help="stop a world started with --detach")
     stop.add_argument("--state", type=check.state_folder, default=".crashlab/world")
-    stop.set_defaults(func=_world_stop)
+    stop.set_defaults(func=stop_world)
 
     audit = sub.add_parser("audit", help="what the world saw for an order")
     audit.add_argument("--state", type=check.state_folder, default=".crashlab/world")
     audit.add_argument("--order", type=check.order_id, default=ORDER_ID, help="order id (default %(default)s)")
     audit.add_argument("--json", action="store_true")
-    audit.set_defaults(func=_audit)
+    audit.set_defaults(func=audit_order)
 
     crash = sub.add_parser("crash-test", help="run an agent file through the crash matrix")
     crash.add_argument("agent", type=check.agent_file, help="the agent file, run as `python AGENT --order ID`")

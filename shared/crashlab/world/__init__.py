@@ -174,6 +174,10 @@ class World:
         except (httpx.HTTPError, ValueError, AttributeError):
             return False
 
+    def running(self) -> bool:
+        """Whether the server this object started is still up (False for a world attached to, not started)."""
+        return self._process is not None and self._process.poll() is None
+
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the server and its whole process group (SIGTERM, then SIGKILL after ``timeout``); every wait
         is bounded. Safe to call twice: the second call does nothing, so it can never signal a pid the system
