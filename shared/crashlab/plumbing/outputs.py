@@ -75,30 +75,29 @@ def _bundle(path: Path) -> bool:
         return False
 
 
-def _encrypted(path: Path) -> bool:
+def _head(path: Path, size: int) -> bytes | None:
+    """The first ``size`` bytes of a file, or None for one that cannot be read."""
     try:
         with open(path, "rb") as f:
-            return f.read(8) == b"Salted__"  # what `openssl enc -salt` begins its output with
+            return f.read(size)
     except OSError:
-        return False
+        return None
+
+
+def _encrypted(path: Path) -> bool:
+    head = _head(path, 8)
+    return head == b"Salted__"  # what `openssl enc -salt` begins its output with
 
 
 def _report_page(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(256)
-    except OSError:
-        return False
-    return head.startswith(REPORT_HEAD.encode())
+    head = _head(path, 256)
+    return head is not None and head.startswith(REPORT_HEAD.encode())
 
 
 def _plot(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(1024)
-    except OSError:
-        return False
-    return head.startswith((b"\x89PNG", b"%PDF")) or (head.lstrip().startswith(b"<?xml") and b"<svg" in head)
+    head = _head(path, 1024)
+    return head is not None and (head.startswith((b"\x89PNG", b"%PDF"))
+                                 or (head.lstrip().startswith(b"<?xml") and b"<svg" in head))
 
 
 RESULTS = Kind("a results file", _json_object_with("score", "max_score", "tests"))
