@@ -107,7 +107,11 @@ def test_langgraphs_functional_api_is_measured_and_recovered_beside_the_graph(sm
     result, _ = small_run
     _assert_measured_beside(result, "langgraph-functional", "LangGraph's functional API", "langgraph-sync")
     row, kill_at = result.row("langgraph-functional"), STEPS // 2 + 1
-    assert row.recovery_steps_run == STEPS - kill_at + 1 and f"resumed at step {kill_at}" in row.note, row.note
+    # Nothing from the killed step on is skipped. Unlike the graph's supersteps, a @task's saved result can still be
+    # on its way to the checkpointer when the process dies, so the last completed step or two may run again (seen
+    # on a fresh clone: resumed at step 14 of a kill at 16); the note must say where it resumed, as the steps show.
+    assert row.recovery_steps_run >= STEPS - kill_at + 1, row.note
+    assert f"resumed at step {STEPS - row.recovery_steps_run + 1}" in row.note, row.note
 
 
 @pytest.mark.timeout(90)
