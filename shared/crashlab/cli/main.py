@@ -324,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     from crashlab.plumbing.startup import skip_unused_slow_imports
 
     skip_unused_slow_imports()  # nothing the command does checks "iri" strings
+    from crashlab.plumbing.scratch import sweep_scratch
+
+    sweep_scratch()  # what an earlier command killed by SIGKILL could not remove
     if argv[:1] == ["bench"]:  # all of its options belong to crashlab.bench
         from crashlab.cli.bench import main as bench_main
 

@@ -18,13 +18,32 @@ def all_processes() -> list[tuple[int, int]]:
             continue
         try:
             uid = os.stat(f"/proc/{entry}").st_uid
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
+            state = stat_fields(int(entry))[0]
         except (OSError, IndexError):
             continue
         if state != b"Z":
             found.append((int(entry), uid))
     return found
+
+
+def stat_fields(pid: int) -> list[bytes]:
+    """``/proc/<pid>/stat`` from its third field on (the state first), split after the command name, which
+    may hold spaces and ')'. Raises OSError when there is no such process."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return f.read().rsplit(b")", 1)[1].split()
+
+
+def start_time(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot: stat's 22nd field), or None when there is no such
+    process or it has exited (a zombie runs nothing and uses nothing). A pid and its start time name one
+    process for good: the system may give the pid to another, never with the same start time."""
+    try:
+        fields = stat_fields(pid)
+    except OSError:
+        return None
+    if len(fields) < 20 or fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
 
 
 def become_subreaper(on: bool = True) -> None:
@@ -50,8 +69,7 @@ def process_table() -> dict[int, tuple[int, int, int]]:
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
+            fields = stat_fields(int(entry))
             with open(f"/proc/{entry}/status", "rb") as f:
                 uid_line = next(line for line in f if line.startswith(b"Uid:"))
             if fields[0] != b"Z":
