@@ -143,8 +143,10 @@ class Isolation:
         from crashlab.plumbing import sandbox as sandboxes
 
         demote = self.sandbox.demote if self.sandbox is not None else sandboxes.apply_limits
+        from crashlab.plumbing.process_tree import die_with_parent
+
         return subprocess.Popen(cmd, cwd=self.workdir, env=self.env(trusted=False), start_new_session=True,
-                                preexec_fn=demote,
+                                preexec_fn=die_with_parent(then=demote),  # a grader killed by SIGKILL takes it along
                                 **kwargs)
 
     def kill_everything(self) -> None:

@@ -9,14 +9,15 @@ A command killed by SIGKILL removes nothing. So each folder :func:`make_scratch`
 says in its name whose it is -- ``crashlab-grade-<pid>.<start>-xxxxxxxx``, the pid of the process that made it
 and that process's start time (from ``/proc/<pid>/stat``, so that a pid the system has given to another
 process since is not taken for the owner) -- and every command starts with :func:`sweep_scratch`, which
-removes the folders whose owner is gone: only names of that form, only folders of our uid, never one whose
-owner still runs.
+removes the folders whose owner is gone: only names of that form, only folders of our uid (as root, of the
+course's sandbox users too: an isolated grading hands its folder to one), never one whose owner still runs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import re
 import shutil
 import stat
@@ -91,7 +92,7 @@ def make_scratch(prefix: str, dir: str | os.PathLike | None = None) -> Path:
 
 def sweep_scratch(dir: str | os.PathLike | None = None) -> list[Path]:
     """Remove the scratch folders in ``dir`` (the temporary folder) whose owner is gone: a process killed by
-    SIGKILL left them. Only a folder named by :func:`make_scratch`, of our uid, a folder and not a link, and
+    SIGKILL left them. Only a folder named by :func:`make_scratch`, of our uid (:func:`_ours`), not a link, and
     whose owner's pid is free or now another process's (another start time). Never raises; says what it removed."""
     if start_time(os.getpid()) is None:  # no /proc: no way to tell a live owner from a gone one
         return []
@@ -110,13 +111,26 @@ def sweep_scratch(dir: str | os.PathLike | None = None) -> list[Path]:
             info = os.lstat(path)
         except OSError:
             continue
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        if not stat.S_ISDIR(info.st_mode) or not _ours(info.st_uid):
             continue
         if start_time(int(owned["pid"])) == int(owned["start"]):  # its owner still runs
             continue
         remove_scratch(path)
         removed.append(path)
     return removed
+
+
+def _ours(uid: int) -> bool:
+    """Our uid; or, as root, one of the course's sandbox users (``crashlab-sb<N>``, ``crashlab-sb<N>c<K>``), to
+    whom an isolated grading hands its folder."""
+    if uid == os.getuid():
+        return True
+    if os.getuid() != 0:
+        return False
+    try:
+        return re.fullmatch(r"crashlab-sb[0-9]+(?:c[0-9]+)?", pwd.getpwuid(uid).pw_name) is not None
+    except KeyError:
+        return False
 
 
 @contextlib.contextmanager
