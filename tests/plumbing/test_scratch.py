@@ -133,3 +133,15 @@ def test_a_command_sweeps_at_its_start(tmp_path):
                          timeout=120, env={**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(LIBRARY)})
     assert run.returncode == 0, run.stderr
     assert not dead.exists()
+
+
+def test_a_notebook_sweeps_when_it_imports_the_lessons_facade(tmp_path):
+    """A kernel killed by SIGKILL (Jupyter's restart, an out-of-memory kill) left its matrices' folders: the next
+    notebook's first import removes them."""
+    pid, start = gone_owner()
+    dead = tmp_path / f"crashlab-matrix-{pid}.{start}-abcd_123"
+    dead.mkdir()
+    run = subprocess.run([sys.executable, "-c", "import crashlab.lessons"], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(LIBRARY)})
+    assert run.returncode == 0, run.stderr
+    assert not dead.exists()
