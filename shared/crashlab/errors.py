@@ -19,6 +19,14 @@ class WorldNotRunning(AgentError):
     pass
 
 
+class DiskFull(AgentError):
+    """A record could not be written because the disk is full: nothing of it was kept. Retrying cannot help until
+    space is freed; the order resumes from what was kept."""
+
+
+DISK_FULL = "disk_full"  # the error type of a world's answer when its ledgers could not be written (507)
+
+
 class MalformedToolCall(AgentError):
     """The model asked for a tool that does not exist, or with missing or mistyped arguments.
     Raised before anything reaches a service, so a bad reply never causes an effect."""
@@ -44,7 +52,7 @@ class CallFailed(AgentError):
 
     @property
     def retryable(self) -> bool:
-        if self.permanent:
+        if self.permanent or self.error_type == DISK_FULL or self.status == 507:  # space must be freed first
             return False
         return self.status is None or self.status == self.RETRY_LATER or self.status >= 500
 
@@ -66,4 +74,4 @@ class ModelCallFailed(CallFailed):
     RETRY_LATER = 429
 
 
-__all__ = ["HOW_TO_START", "AgentError", "CallFailed", "MalformedToolCall", "ModelCallFailed", "ToolCallFailed", "WorldNotRunning"]
+__all__ = ["DISK_FULL", "HOW_TO_START", "AgentError", "CallFailed", "DiskFull", "MalformedToolCall", "ModelCallFailed", "ToolCallFailed", "WorldNotRunning"]

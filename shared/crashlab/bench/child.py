@@ -10,13 +10,12 @@ import importlib
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from crashlab.bench.common import BenchError
 from crashlab.engines.registry import imports_of_variant
-from crashlab.plumbing.scratch import remove_scratch
+from crashlab.plumbing.scratch import make_scratch, remove_scratch
 from crashlab.bench.workloads import measure, module_for, workload_for
 
 
@@ -69,7 +68,7 @@ def _watchdog(max_seconds: float | None, scratch: str | None = None) -> None:
 
 
 def _child_main(args: argparse.Namespace, t_main: float) -> int:
-    scratch = None if args.workdir else tempfile.mkdtemp(prefix="crashlab-bench-")
+    scratch = None if args.workdir else str(make_scratch("crashlab-bench-"))
     _watchdog(args.max_seconds, scratch)
     workdir = Path(args.workdir or scratch)
     workdir.mkdir(parents=True, exist_ok=True)

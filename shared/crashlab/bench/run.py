@@ -23,7 +23,7 @@ from crashlab.bench.spawn import Servers, availability, measure_engine, recover_
 from crashlab.bench.workloads import module_for
 from crashlab.engines.registry import ENGINES as ENGINES_BY_NAME
 from crashlab.engines.registry import integration_of_variant
-from crashlab.plumbing.scratch import remove_scratch
+from crashlab.plumbing.scratch import make_scratch, remove_scratch
 
 
 def _versions() -> dict[str, str]:
@@ -95,7 +95,7 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.monotonic()
     temporary = workdir is None
-    base = Path(tempfile.mkdtemp(prefix="crashlab-bench-")) if temporary else Path(workdir).resolve()
+    base = make_scratch("crashlab-bench-") if temporary else Path(workdir).resolve()
     base.mkdir(parents=True, exist_ok=True)
     run_dir = base if temporary else Path(tempfile.mkdtemp(prefix="run-", dir=base))
     kill_at = steps // 2 + 1

@@ -324,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     from crashlab.plumbing.startup import skip_unused_slow_imports
 
     skip_unused_slow_imports()  # nothing the command does checks "iri" strings
+    from crashlab.plumbing.scratch import sweep_scratch
+
+    sweep_scratch()  # what an earlier command killed by SIGKILL could not remove
     if argv[:1] == ["bench"]:  # all of its options belong to crashlab.bench
         from crashlab.cli.bench import main as bench_main
 
@@ -339,6 +342,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a full disk is said as such, wherever the command was writing
+        from crashlab.plumbing.diskfull import disk_full, full_disk_message
+
+        if not disk_full(exc):
+            raise
+        print(f"error: {full_disk_message(_where(exc), exc)}", file=sys.stderr)
+        return 1
+
+
+def _where(exc: BaseException) -> str:
+    """What could not be written, as the error names it."""
+    while exc is not None:
+        if getattr(exc, "filename", None):
+            return f"cannot write {exc.filename}"
+        exc = exc.__cause__ or exc.__context__
+    return "cannot write"
 
 
 if __name__ == "__main__":

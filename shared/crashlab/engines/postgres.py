@@ -27,14 +27,13 @@ import shutil
 import socket
 import stat
 import subprocess
-import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
-from crashlab.plumbing.scratch import remove_scratch
+from crashlab.plumbing.scratch import make_scratch, remove_scratch
 
 ENV_POSTGRES_URL = "CRASHLAB_POSTGRES_URL"
 SERVICE_USER = "postgres"
@@ -146,9 +145,9 @@ def throwaway_postgres(base_dir: str | os.PathLike) -> Iterator[str]:
     base_dir = Path(base_dir).resolve()
     base_dir.mkdir(parents=True, exist_ok=True)
     if user and not _reachable_by_others(base_dir):
-        root = Path(tempfile.mkdtemp(prefix="crashlab-pg-"))
+        root = make_scratch("crashlab-pg-")
     else:
-        root = Path(tempfile.mkdtemp(prefix="crashlab-pg-", dir=base_dir))
+        root = make_scratch("crashlab-pg-", dir=base_dir)
     data = root / "data"
     log = root / "server.log"
     started = False

@@ -30,7 +30,6 @@ if __name__ == "__main__":  # the grader's own process: nothing here checks "iri
     skip_unused_slow_imports()
 
 import csv
-import ctypes
 import fcntl
 import hashlib
 import io
@@ -52,6 +51,7 @@ from crashlab.course.notebooks import repo_root
 from crashlab.grading.submissions import lesson_master, masters_by_lesson, notebooks_in, read_own, unreadable
 from crashlab.grading.report import GradingError
 from crashlab.plumbing.outputs import GRADEBOOK, RESULTS, write_output
+from crashlab.plumbing.process_tree import die_with_parent
 
 GRADING_ERROR_EXIT = 2  # the worker's exit status when the file cannot be graded (its content's fault)
 
@@ -168,12 +168,6 @@ class Results:
 
 
 # --- grading, N at a time --------------------------------------------------------------------------------------
-def _die_with_parent() -> None:
-    """``preexec_fn``: SIGTERM this grading when the batch's thread that started it dies (even by SIGKILL), so
-    it stops as if interrupted -- every process it started killed, nothing written."""
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 class Runner:
     def __init__(self, results: Results, solutions: Path, deadline: float, cell_timeout: int, isolate: bool | None):
         self.results, self.solutions = results, solutions
@@ -195,7 +189,10 @@ class Runner:
             with open(log, "wb") as err:
                 process = subprocess.Popen([sys.executable, "-m", "crashlab.grading.batch", str(sub.path), str(out),
                                             str(self.solutions), *self.args, str(sub.folder or sub.path.parent)], stdin=subprocess.DEVNULL, stdout=err,
-                                           stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
+                                           stderr=subprocess.STDOUT, start_new_session=True,
+                                           # SIGTERM when the batch's thread that started it dies (even by SIGKILL):
+                                           # it stops as if interrupted, every process it started killed, nothing written
+                                           preexec_fn=die_with_parent(signal.SIGTERM))
             self.running[process.pid] = process
         try:
             code = process.wait()

@@ -20,6 +20,7 @@ from crashlab.grading.references import copy_on_answers, lesson_references
 from crashlab.course.notebooks import grade_id, is_test_cell, nbgrader_meta, written_files
 from crashlab.grading.report import TestResult
 from crashlab.course.metadata import lesson_meta
+from crashlab.plumbing.process_tree import die_with_parent
 from crashlab.plumbing.processes import kill_tree
 
 JUDGE_SETUP_TAG = "judge-setup"
@@ -44,7 +45,7 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline,
     # -P: the judge runs as root in the student's folder; a `crashlab/` planted there must not be imported
     process = subprocess.Popen([sys.executable, "-P", "-m", "crashlab.grading.judge"], cwd=isolation.workdir, env=env,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=die_with_parent())  # and with us if we are killed
     results: dict[str, dict] = {}
     out, err = _talk_to_judge(process, json.dumps(job).encode(), deadline, on_result)
     last_words = cut_at_word((err.decode(errors="replace").strip().splitlines() or [""])[-1], 300)

@@ -33,7 +33,7 @@ from crashlab.grading.build import as_given_to_students
 from crashlab.grading.report import GradeReport, GradingError, TestResult, without_grader_paths, write_results
 from crashlab.grading.submissions import read_notebook
 from crashlab.engines.needs import Needs
-from crashlab.plumbing.scratch import remove_scratch
+from crashlab.plumbing.scratch import make_scratch, remove_scratch
 from crashlab.course.metadata import lesson_meta
 
 # --- 1. find the master and restore its locked cells --------------------------------------------------------
@@ -148,7 +148,7 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
     def say(stage: str) -> None:
         if progress is not None:
             progress(f"[{time.monotonic() - started_at:4.0f} s] {stage}")
-    workdir = Path(tempfile.mkdtemp(prefix="crashlab-grade-"))
+    workdir = make_scratch("crashlab-grade-")
     isolation = None
     saved_env, saved_tempdir, system_tmp = dict(os.environ), tempfile.tempdir, tempfile.gettempdir()
     try:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import nbformat
 from crashlab.course.notebooks import lesson_of
 from crashlab.grading.report import GradingError
 from crashlab.plumbing.sandbox_slot import SandboxSlot
-from crashlab.plumbing.scratch import remove_scratch
+from crashlab.plumbing.scratch import make_scratch, remove_scratch
 
 
 def write_new_file(path: Path, text: str) -> None:
@@ -59,7 +58,7 @@ class Isolation:
         self._already_running: set[int] = set()
         # The crash matrices' rows, worlds and agent outputs: a folder of root's that agents can pass through to
         # their own row but not list, and that the sandbox's view of the machine includes.
-        self.scratch = Path(tempfile.mkdtemp(prefix="crashlab-rows-"))
+        self.scratch = make_scratch("crashlab-rows-")
         os.chmod(self.scratch, 0o711)
         if want is None:
             want = sandboxes.can_isolate()
@@ -78,7 +77,7 @@ class Isolation:
         # leaves its scratch folders there, and they go with the submission's folder.
         (workdir / "home" / "tmp").mkdir(exist_ok=True)
         os.chmod(workdir / "home" / "tmp", 0o1777)  # like /tmp: crash users (one group) make folders there too
-        self.private = Path(tempfile.mkdtemp(prefix="crashlab-private-"))  # the worlds' ledgers: ours alone
+        self.private = make_scratch("crashlab-private-")  # the worlds' ledgers: ours alone
         if self.slot is not None:
             self.slot.leave_behind((workdir, self.scratch, self.private))  # removed at its next use if we die
         try:
@@ -144,8 +143,10 @@ class Isolation:
         from crashlab.plumbing import sandbox as sandboxes
 
         demote = self.sandbox.demote if self.sandbox is not None else sandboxes.apply_limits
+        from crashlab.plumbing.process_tree import die_with_parent
+
         return subprocess.Popen(cmd, cwd=self.workdir, env=self.env(trusted=False), start_new_session=True,
-                                preexec_fn=demote,
+                                preexec_fn=die_with_parent(then=demote),  # a grader killed by SIGKILL takes it along
                                 **kwargs)
 
     def kill_everything(self) -> None:

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.plumbing import sandbox as sandboxes
+from crashlab.plumbing.process_tree import die_with_parent, exit_when_orphaned
 from crashlab.grading import references
 from crashlab.grading.answer_cells import load_answer_cells, why_undefined
 from crashlab.grading.remote import decode, dumps, encode
@@ -77,7 +78,7 @@ class Subject:
         self.process = subprocess.Popen([sys.executable, "-m", "crashlab.grading.subject", str(req_read), str(rep_write)],
                                         cwd=workdir, env=env, pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL,
                                         stdout=self._log, stderr=self._log, start_new_session=True,
-                                        preexec_fn=sandboxes.preexec(hide_also=tuple(hidden)))
+                                        preexec_fn=die_with_parent(then=sandboxes.preexec(hide_also=tuple(hidden))))
         os.close(req_read)
         os.close(rep_write)
         self._buffer = b""
@@ -367,6 +368,7 @@ class Checks:
 
 
 def main() -> None:
+    exit_when_orphaned()  # a grader killed by SIGKILL takes its judge along (and the judge its subject)
     job = json.loads(sys.stdin.read())
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # whatever a check prints goes to stderr; stdout carries only the results

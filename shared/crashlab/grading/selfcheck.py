@@ -24,7 +24,6 @@ import ast
 import importlib.util
 import os
 import re
-import tempfile
 import time
 from pathlib import Path
 
@@ -39,7 +38,7 @@ from crashlab.course.notebooks import grade_id, is_answer_cell, is_test_cell, le
 from crashlab.grading.report import GradeReport, GradingError, TestResult
 from crashlab.engines.needs import Needs
 from crashlab.lessons.notebook import PLACEHOLDER, unwritten
-from crashlab.plumbing.scratch import remove_scratch
+from crashlab.plumbing.scratch import make_scratch, remove_scratch
 from crashlab.course.metadata import lesson_meta
 
 EXERCISE = re.compile(r"ex(\d+)_")
@@ -153,7 +152,7 @@ def self_check(path: str | Path, *, cell_timeout: int = 120, deadline: float = 9
         report.notes.append(f"this lesson builds on the answers of lesson {', '.join(missing)}, which your copy of the "
                             "course does not have yet (your instructor releases them): what runs them cannot pass")
     limit = Deadline(deadline)
-    workdir = Path(tempfile.mkdtemp(prefix="crashlab-check-"))
+    workdir = make_scratch("crashlab-check-")
     isolation = None
     try:
         isolation = Isolation(workdir, False, hide=(), lesson=lesson)

@@ -21,7 +21,7 @@ from crashlab.harness.launcher import WarmLauncher, kept_launcher
 from crashlab.crash_points import check_crash_point, default_points, failure_points
 from crashlab.order import ORDER_ID, TOOL_ORDER, check_failure, failure_path
 from crashlab.plumbing.outputs import MATRIX, write_output
-from crashlab.plumbing.scratch import remove_scratch
+from crashlab.plumbing.scratch import make_scratch, remove_scratch
 from crashlab.world import World
 
 # Resume processes started at once after a crash (crash-test --resumers, soak --resumers A..B): a race needs two or
@@ -296,7 +296,7 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
         todo.append((first, second))
     started = time.time()
     own_dir = workdir is None
-    workdir = Path(tempfile.mkdtemp(prefix="crashlab-matrix-")) if own_dir else Path(workdir)
+    workdir = make_scratch("crashlab-matrix-") if own_dir else Path(workdir)
     warm = None
     try:  # from here on, the scratch folder is removed however the run ends (a launcher that fails, Ctrl-C)
         workdir.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from crashlab.plumbing import sandbox as sandboxes
 from crashlab.harness.launcher import WarmLauncher
 from crashlab.order import ORDER_ID
 from crashlab.world.runscope import RunScope, run_scope
-from crashlab.plumbing.scratch import remove_scratch
+from crashlab.plumbing.scratch import make_scratch, remove_scratch
 from crashlab.world import World
 
 
@@ -261,7 +260,7 @@ def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, ex
                                    start_new_session=True,
                                    preexec_fn=scope.preexec(sandboxes.preexec()) if scope else sandboxes.preexec())
         return RunningAgent(process, started, None)
-    output_dir = Path(tempfile.mkdtemp(prefix="agent-output-"))  # removed by RunningAgent.finish()
+    output_dir = make_scratch("crashlab-agent-output-")  # removed by RunningAgent.finish()
     try:
         sandboxes.give(output_dir)
         process = launcher.spawn([str(agent), *argv], agent.parent, env, output_dir / "stdout",

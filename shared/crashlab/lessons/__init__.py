@@ -10,6 +10,7 @@ The lesson-specific helpers live beside this facade: :mod:`.kernel` (worlds and 
 from crashlab.lessons import interview
 from crashlab.lessons import restate as restate_lesson
 from crashlab.plumbing.lazy import lazy_exports
+from crashlab.plumbing.scratch import sweep_scratch
 
 _HARNESS = "crashlab.harness"
 _AGENT = "crashlab.agent"
@@ -55,5 +56,7 @@ _ON_DEMAND = {
     **dict.fromkeys(["on_reference_answers", "reference_value"], "crashlab.grading.references"),
 }
 __getattr__, __dir__ = lazy_exports(globals(), _ON_DEMAND)
+sweep_scratch()  # a notebook starts here as a command does: what a kernel killed by SIGKILL left goes
+del sweep_scratch
 
 __all__ = ["interview", "restate_lesson", *_ON_DEMAND]

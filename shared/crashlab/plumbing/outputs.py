@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from crashlab.plumbing.diskfull import disk_full, full_disk_message
+
 _MOST = 64 << 20  # bytes read to recognise a file: none of ours is larger, so a larger one is not ours
 
 
@@ -149,12 +151,21 @@ def write_output(target: str | os.PathLike, data: str | bytes, kind: Kind, *, fo
                  mode: int = 0o644) -> None:
     """Write ``data`` to ``target`` atomically, replacing only a file of ``kind`` (or anything, with ``force``)."""
     check_replaceable(target, kind, force=force)
-    fd, made = tempfile.mkstemp(prefix=".crashlab-", dir=Path(target).absolute().parent)
+    try:
+        fd, made = tempfile.mkstemp(prefix=".crashlab-", dir=Path(target).absolute().parent)
+    except OSError as exc:
+        if disk_full(exc):
+            raise OutputError(full_disk_message(f"cannot write {target}", exc)) from None
+        raise
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())  # a full disk may say so only here: never a short file taken for a whole one
         os.chmod(made, mode)
         replace_with(made, target, kind, force=force)
-    except BaseException:
+    except BaseException as exc:
         Path(made).unlink(missing_ok=True)
+        if disk_full(exc):
+            raise OutputError(full_disk_message(f"cannot write {target}", exc)) from None
         raise

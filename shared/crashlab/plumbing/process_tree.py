@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import threading
 import time
 
 
@@ -18,13 +19,68 @@ def all_processes() -> list[tuple[int, int]]:
             continue
         try:
             uid = os.stat(f"/proc/{entry}").st_uid
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
+            state = stat_fields(int(entry))[0]
         except (OSError, IndexError):
             continue
         if state != b"Z":
             found.append((int(entry), uid))
     return found
+
+
+def stat_fields(pid: int) -> list[bytes]:
+    """``/proc/<pid>/stat`` from its third field on (the state first), split after the command name, which
+    may hold spaces and ')'. Raises OSError when there is no such process."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return f.read().rsplit(b")", 1)[1].split()
+
+
+def start_time(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot: stat's 22nd field), or None when there is no such
+    process or it has exited (a zombie runs nothing and uses nothing). A pid and its start time name one
+    process for good: the system may give the pid to another, never with the same start time."""
+    try:
+        fields = stat_fields(pid)
+    except OSError:
+        return None
+    if len(fields) < 20 or fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
+
+
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when the thread that forked it ends
+
+
+def die_with_parent(sig: int = signal.SIGKILL, then=None):
+    """A ``preexec_fn``: the child gets ``sig`` when the thread that starts it ends, however it ends -- SIGKILL
+    included, which runs no cleanup of ours (Linux only; elsewhere nothing is set). ``then``: another
+    ``preexec_fn`` run first (becoming the sandbox user): a change of user clears the setting, so it is made after.
+    A parent that died before the setting took would never signal: the child then exits at once."""
+    parent = os.getpid()
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return then
+
+    def preexec() -> None:
+        if then is not None:
+            then()
+        prctl(PR_SET_PDEATHSIG, sig)
+        if os.getppid() != parent:
+            os._exit(1)
+    return preexec
+
+
+def exit_when_orphaned(poll: float = 0.3) -> None:
+    """End this process as soon as its parent is gone. For a process that changes its file user (setfsuid), which
+    clears :func:`die_with_parent`'s setting: a thread watches the parent pid instead (a new parent pid means the
+    old one died, even while nobody has reaped it). Its own children set to die with it go too."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll)
+        os._exit(1)
+    threading.Thread(target=watch, name="exit-when-orphaned", daemon=True).start()
 
 
 def become_subreaper(on: bool = True) -> None:
@@ -50,8 +106,7 @@ def process_table() -> dict[int, tuple[int, int, int]]:
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
+            fields = stat_fields(int(entry))
             with open(f"/proc/{entry}/status", "rb") as f:
                 uid_line = next(line for line in f if line.startswith(b"Uid:"))
             if fields[0] != b"Z":

@@ -4,18 +4,29 @@ Grading, the demo and every crash matrix make folders in the temporary folder. `
 ignore_errors=True)`` gives up without a word on a folder an agent made read-only, or on one that a
 process still writing refills while it is being removed; each such run leaves a folder behind for good.
 :func:`remove_scratch` makes what it cannot remove writable and tries again.
+
+A command killed by SIGKILL removes nothing. So each folder :func:`make_scratch` makes in the temporary folder
+says in its name whose it is -- ``crashlab-grade-<pid>.<start>-xxxxxxxx``, the pid of the process that made it
+and that process's start time (from ``/proc/<pid>/stat``, so that a pid the system has given to another
+process since is not taken for the owner) -- and every command starts with :func:`sweep_scratch`, which
+removes the folders whose owner is gone: only names of that form, only folders of our uid (as root, of the
+course's sandbox users too: an isolated grading hands its folder to one), never one whose owner still runs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import pwd
+import re
 import shutil
 import stat
 import tempfile
 import time
 from pathlib import Path
 from typing import Iterator
+
+from crashlab.plumbing.process_tree import start_time
 
 
 def remove_scratch(path: str | os.PathLike | None, attempts: int = 5) -> None:
@@ -66,10 +77,66 @@ def _chmod_no_follow(path: str, mode: int) -> None:
         os.close(fd)
 
 
+# crashlab-<words>-<pid>.<start time>-<mkdtemp's eight characters>: a scratch folder and its owner
+_OWNED = re.compile(r"crashlab-[a-z]+(?:-[a-z]+)*-(?P<pid>[0-9]+)\.(?P<start>[0-9]+)-[a-z0-9_]{8}")
+
+
+def make_scratch(prefix: str, dir: str | os.PathLike | None = None) -> Path:
+    """``tempfile.mkdtemp(prefix=..., dir=...)``, named after this process (``prefix`` is ``crashlab-<words>-``)
+    so that :func:`sweep_scratch` can remove it once this process is gone, however it ended."""
+    if not re.fullmatch(r"crashlab-[a-z]+(?:-[a-z]+)*-", prefix):
+        raise ValueError(f"a scratch folder's prefix is crashlab-<words>-, got {prefix!r}")
+    pid = os.getpid()
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{pid}.{start_time(pid) or 0}-", dir=dir))
+
+
+def sweep_scratch(dir: str | os.PathLike | None = None) -> list[Path]:
+    """Remove the scratch folders in ``dir`` (the temporary folder) whose owner is gone: a process killed by
+    SIGKILL left them. Only a folder named by :func:`make_scratch`, of our uid (:func:`_ours`), not a link, and
+    whose owner's pid is free or now another process's (another start time). Never raises; says what it removed."""
+    if start_time(os.getpid()) is None:  # no /proc: no way to tell a live owner from a gone one
+        return []
+    folder = Path(dir if dir is not None else tempfile.gettempdir())
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        owned = _OWNED.fullmatch(name)
+        if owned is None:
+            continue
+        path = folder / name
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or not _ours(info.st_uid):
+            continue
+        if start_time(int(owned["pid"])) == int(owned["start"]):  # its owner still runs
+            continue
+        remove_scratch(path)
+        removed.append(path)
+    return removed
+
+
+def _ours(uid: int) -> bool:
+    """Our uid; or, as root, one of the course's sandbox users (``crashlab-sb<N>``, ``crashlab-sb<N>c<K>``), to
+    whom an isolated grading hands its folder."""
+    if uid == os.getuid():
+        return True
+    if os.getuid() != 0:
+        return False
+    try:
+        return re.fullmatch(r"crashlab-sb[0-9]+(?:c[0-9]+)?", pwd.getpwuid(uid).pw_name) is not None
+    except KeyError:
+        return False
+
+
 @contextlib.contextmanager
 def scratch_dir(prefix: str, dir: str | os.PathLike | None = None, keep: bool = False) -> Iterator[Path]:
-    """``tempfile.mkdtemp(prefix=..., dir=...)`` for the length of a block, removed at its end unless ``keep``."""
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=dir))
+    """:func:`make_scratch` for the length of a block, removed at its end unless ``keep``."""
+    path = make_scratch(prefix, dir)
     try:
         yield path
     finally:
@@ -77,4 +144,4 @@ def scratch_dir(prefix: str, dir: str | os.PathLike | None = None, keep: bool = 
             remove_scratch(path)
 
 
-__all__ = ["remove_scratch", "scratch_dir"]
+__all__ = ["make_scratch", "remove_scratch", "scratch_dir", "sweep_scratch"]

@@ -6,7 +6,6 @@ with SIGKILL cannot stop anything: on Linux the server is then killed by the ker
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
@@ -14,6 +13,7 @@ import sys
 import time
 
 from crashlab.plumbing.ports import pid_alive
+from crashlab.plumbing.process_tree import die_with_parent
 
 
 def command(stop_with_parent: bool = True) -> list[str]:
@@ -45,25 +45,6 @@ def serve_until_interrupted(server) -> None:
         server.stop()
 
 
-PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when the thread that forked it ends
-
-
-def _dies_with(parent: int):
-    """A preexec_fn for the server: SIGKILL when the supervisor dies, however it dies (Linux only; elsewhere the
-    supervisor's SIGKILL still leaves the server behind)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):
-        return None
-
-    def preexec() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:  # the supervisor died before the line above: nothing would kill us later
-            os._exit(1)
-    return preexec
-
-
 def supervise(argv: list[str]) -> int:
     """Run the server as a child; stop it when we get SIGTERM or when the parent pid dies."""
     parent = None
@@ -71,7 +52,7 @@ def supervise(argv: list[str]) -> int:
         parent, argv = int(argv[1]), argv[2:]
     if argv[:1] == ["--"]:
         argv = argv[1:]
-    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, preexec_fn=_dies_with(os.getpid()))
+    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent())
     stopping = False
 
     def stop(*_):

@@ -13,7 +13,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ from crashlab.envnames import ENV_MODEL_URL, ENV_PRIVATE_DIR, ENV_SERVICES_URL, 
 from crashlab.order import ORDER_ID, check_order_id
 from crashlab.plumbing.processes import kill_group, kill_groups, read_line, signal_group
 from crashlab.plumbing.sandbox import give
-from crashlab.plumbing.scratch import remove_scratch
+from crashlab.plumbing.scratch import make_scratch, remove_scratch
 from crashlab.world.errors import WorldError
 from crashlab.world.folder import AGENT_DIR, LEDGERS, LOG_FILE, READY_FILE, empty_world_folder, take_folder
 from crashlab.world.ledger import LedgerError
@@ -99,7 +98,7 @@ class World:
             raise WorldError(f"key_lifetime must be a positive number of seconds or None (never forget), "
                              f"got {key_lifetime!r}")
         scratch = not state_dir  # None or "": a scratch folder, as before
-        state_dir = Path(tempfile.mkdtemp(prefix="crashlab-world-") if scratch else state_dir).resolve()
+        state_dir = (make_scratch("crashlab-world-") if scratch else Path(state_dir)).resolve()
         take_folder(state_dir)
         ready = state_dir / READY_FILE
         running = cls._from_ready_file(state_dir) if ready.exists() else None

@@ -12,6 +12,8 @@ import sqlite3
 import time
 from pathlib import Path
 
+from crashlab.plumbing.diskfull import disk_full, full_disk_message
+
 # One ledger file per service, named for what it holds.
 SERVICE_LEDGERS = {"payments": "payments.db", "inventory": "inventory.db", "email": "email.db"}
 MODEL_LEDGER = "model.db"
@@ -98,9 +100,17 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
     except sqlite3.DatabaseError as exc:
-        raise LedgerError(f"ledger {path} is not a readable SQLite database ({exc})") from None
+        raise _unreadable(path, exc) from (exc if disk_full(exc, path) else None)
     conn.row_factory = sqlite3.Row
     return conn
+
+
+def _unreadable(path: Path, exc: sqlite3.DatabaseError) -> LedgerError:
+    """A ledger that could not be opened or set up: a full disk says so (raised from it, so that the world's answer
+    can say so too), anything else is a ledger that is not readable."""
+    if disk_full(exc, path):
+        return LedgerError(full_disk_message(f"ledger {path} cannot be written", exc))
+    return LedgerError(f"ledger {path} is not a readable SQLite database ({exc})")
 
 
 def create_all(state_dir: Path) -> None:
@@ -122,7 +132,7 @@ def with_schema(path: Path, schema: str) -> None:
                 if have and name not in have:
                     conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
     except sqlite3.DatabaseError as exc:
-        raise LedgerError(f"ledger {path} is not a readable SQLite database ({exc})") from None
+        raise _unreadable(path, exc) from (exc if disk_full(exc, path) else None)
     finally:
         conn.close()
 

@@ -21,7 +21,9 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from crashlab.errors import DISK_FULL
 from crashlab.order import ORDER_ID_PATTERN, FAILURE_REASONS
+from crashlab.plumbing.diskfull import disk_full, full_disk_message
 from crashlab.world import ledger, policy
 from crashlab.world.runscope import RunScope
 from crashlab.world.crashes import CrashPlan, Requester
@@ -83,6 +85,20 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
         self._error(403, "permission_error", "admin routes need the world's admin token")
         return False
 
+    def handle_one_request(self):
+        """A request whose ledger write met a full disk is answered 507, saying so. Each ledger write is one
+        SQLite transaction, rolled back when it fails: what the request changed is there whole or not at all,
+        and a resume with the same idempotency keys finds out which. Without this the connection closes
+        unanswered, and the agent reports a lost acknowledgement."""
+        try:
+            super().handle_one_request()
+        except Exception as exc:
+            if not disk_full(exc, self.state_dir):
+                raise
+            self._error(507, DISK_FULL, full_disk_message("the world's ledgers cannot be written", exc)
+                        + "; each ledger write is all or nothing: free some space, then resume the order")
+            self.wfile.flush()
+
     def do_GET(self):
         path, _, query = self.path.partition("?")
         if path == "/health":
@@ -110,7 +126,8 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
             try:
                 self._send(200, audit(self.state_dir, order_id).as_json())
             except ledger.LedgerError as exc:
-                self._error(500, "ledger_error", str(exc))
+                full = disk_full(exc, self.state_dir)
+                self._error(507 if full else 500, DISK_FULL if full else "ledger_error", str(exc))
         else:
             self._error(404, "not_found_error", f"no route GET {self.path}")
 
