@@ -209,7 +209,8 @@ def test_a_stop_set_from_another_thread_ends_the_rows_running_at_once(tmp_path):
 
     stop = threading.Event()
     threading.Timer(1.0, stop.set).start()
-    matrix = crash_test(HANG, "before:model#2", jobs=1, timeout=600, progress=False, workdir=tmp_path, stop=stop)
+    matrix = crash_test(HANG, "before:model#2", jobs=1, timeout=600, progress=False, workdir=tmp_path, stop=stop,
+                        launcher="exec")  # no warm launcher to start first: the stop lands on a running row
     assert matrix.rows == [] and matrix.not_run == 2 and not matrix.ok
 
 
