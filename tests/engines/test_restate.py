@@ -42,6 +42,14 @@ def test_server_is_on_loopback_and_healthy(restate):
     assert admin_sql(restate.admin_url, "SELECT id FROM sys_invocation") == []  # a fresh server
 
 
+def test_the_invokers_spill_folder_is_in_the_servers_own_folder(restate):
+    """Left to itself the server makes an ``invoker-<id>`` folder per partition in the temporary folder, which
+    nothing removes (every soak and demo left two); its own folder, removed with it, holds them instead. The
+    server made this folder itself: nothing in the library creates it."""
+    assert (restate.data_dir / "invoker-tmp").is_dir()
+    assert "invoker-tmp" in (restate.data_dir / "restate.toml").read_text()
+
+
 def test_a_finished_order_runs_nothing_again(restate, tmp_path):
     """The lesson's agent, run twice on one world: the second process finds the finished invocation (the same
     idempotency key on the send) and gets its stored result; nothing is asked or charged again."""

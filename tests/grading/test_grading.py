@@ -142,6 +142,21 @@ def test_not_a_notebook_is_a_clear_error(tmp_path):
         grade_notebook(stranger)
 
 
+@pytest.mark.parametrize("break_it", [lambda cell: cell.update(source=5), lambda cell: cell.pop("source")],
+                         ids=["a number", "none"])
+def test_a_cell_without_text_for_its_source_is_refused_before_anything_runs(tmp_path, break_it):
+    """nbformat reads such a notebook with a warning; the grader ran it and then failed in the judge with an
+    AttributeError traceback."""
+    import json
+
+    nb = json.loads((ROOT / "course" / "01_naive_event_log.ipynb").read_text())
+    break_it(nb["cells"][3])
+    broken = tmp_path / "01_naive_event_log.ipynb"
+    broken.write_text(json.dumps(nb))
+    with pytest.raises(GradingError, match="not a Jupyter notebook .its cell 4 has no text for its source"):
+        grade_notebook(broken)
+
+
 def test_cli_grade_errors_are_one_line_without_traceback(tmp_path):
     junk = tmp_path / "x.ipynb"
     junk.write_bytes(b"\x00\x01")

@@ -205,6 +205,18 @@ def test_stop_at_first_failure_runs_no_row_after_the_first_failing_one(tmp_path)
     assert "2 more crash points not run" in str(matrix) and matrix.as_dict()["not_run"] == 2
 
 
+def test_a_stop_set_from_another_thread_ends_the_rows_running_at_once(tmp_path):
+    """The demo runs matrices in worker threads, where its Ctrl-C never arrives: ``stop`` ends the rows running
+    (here a hung agent, far inside its timeout) and starts no other, instead of the pool waiting for the matrix."""
+    import threading
+
+    stop = threading.Event()
+    threading.Timer(1.0, stop.set).start()
+    matrix = crash_test(HANG, "before:model#2", jobs=1, timeout=600, progress=False, workdir=tmp_path, stop=stop,
+                        launcher="exec")  # no warm launcher to start first: the stop lands on a running row
+    assert matrix.rows == [] and matrix.not_run == 2 and not matrix.ok
+
+
 def test_a_crash_test_leaves_nothing_in_the_temporary_folder(tmp_path, monkeypatch):
     """Its rows, its worlds and the warm launcher's output folders are all made in the temporary folder;
     all of them go when the run ends, and when it fails (here: a preload that cannot be imported)."""

@@ -165,6 +165,23 @@ def test_keep_restarts_a_world_on_its_own_ledgers(tmp_path):
     assert (state / "learner-notes.txt").exists()  # the world deletes only its own files, by name
 
 
+def test_keep_on_a_damaged_ledger_says_which_in_one_line(tmp_path):
+    """A ledger damaged between a stop and ``--keep`` is named in one line, not the server's traceback; the
+    log's earlier runs are not quoted as this start's reason, and the damaged file is left as it was."""
+    state = tmp_path / "w"
+    with World.start(state):
+        pass
+    (state / "world.log").write_text("Traceback (most recent call last):\nOldError: an earlier run's words\n")
+    damaged = state / "ledgers" / "payments.db"
+    damaged.write_bytes(b"not a database")
+    with pytest.raises(WorldError) as caught:
+        World.start(state, fresh=False)
+    message = str(caught.value)
+    assert "\n" not in message and "payments.db is not a readable SQLite database" in message, message
+    assert "OldError" not in message and "Traceback" not in message, message
+    assert damaged.read_bytes() == b"not a database"
+
+
 # --- 2. no stuck key -----------------------------------------------------------------------------------
 
 def test_a_key_left_in_flight_by_a_killed_world_is_retryable_after_its_lease(tmp_path):

@@ -60,9 +60,14 @@ def read_own(path: str | os.PathLike, folder: str | os.PathLike | None = None) -
 
 def parse(data: bytes, name: str) -> nbformat.NotebookNode:
     try:
-        return nbformat.reads(data.decode("utf-8"), as_version=4)
+        nb = nbformat.reads(data.decode("utf-8"), as_version=4)
     except Exception as exc:  # nbformat raises several kinds for a non-notebook
         raise GradingError(f"{name} is not a Jupyter notebook ({type(exc).__name__}: {str(exc)[:120]})") from None
+    # nbformat only warns about a cell without text for its source; every later step reads it as text
+    textless = next((n for n, cell in enumerate(nb.cells, 1) if not isinstance(cell.get("source"), str)), None)
+    if textless is not None:
+        raise GradingError(f"{name} is not a Jupyter notebook (its cell {textless} has no text for its source)")
+    return nb
 
 
 def read_notebook(path: str | os.PathLike, folder: str | os.PathLike | None = None) -> nbformat.NotebookNode:

@@ -261,7 +261,8 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
                double: list[tuple[str, str]] | None = None, faults: list[tuple] | None = None,
                extra_env: dict | None = None, launcher: "str | WarmLauncher" = "warm",
                preload: tuple[str, ...] = (), fail: str | None = None, key_lifetime: float | None = None,
-               stop_at_first_failure: bool = False, deadline: float | None = None) -> Matrix:
+               stop_at_first_failure: bool = False, deadline: float | None = None,
+               stop: threading.Event | None = None) -> Matrix:
     """Run the crash matrix: one row per crash point (plus a clean baseline run).
 
     ``double`` adds rows with a second crash during the resume (see :func:`double_crash_pairs`);
@@ -276,7 +277,9 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
 
     ``deadline`` (a ``time.monotonic()`` value): when it passes, the rows still running are stopped (their agents
     killed) and no other row starts; the matrix comes back with ``past_deadline`` set and those rows in
-    ``not_run``. A grader's deadline then bounds a whole matrix, not only each of its runs.
+    ``not_run``. A grader's deadline then bounds a whole matrix, not only each of its runs. ``stop``, set from
+    another thread, does the same at once: a Ctrl-C raised in the thread that started this matrix in a worker (the
+    demo's) reaches no row of it, and would otherwise wait for the whole matrix to end.
     """
     agent = Path(agent)
     if not agent.is_file():
@@ -313,6 +316,16 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
             watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), stop_late)
             watchdog.daemon = True
             watchdog.start()
+        finished = threading.Event()
+        if stop is not None:
+            def watch_stop() -> None:
+                while not finished.wait(0.2):
+                    if stop.is_set():
+                        late.set()
+                        rows_running.stop()
+                        return
+
+            threading.Thread(target=watch_stop, daemon=True).start()
 
         def one_row(point: str, second: str | None) -> Row | None:
             if late.is_set() or (stop_at_first_failure and failed.is_set()):
@@ -349,6 +362,7 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
                 rows_running.stop()
                 raise
             finally:
+                finished.set()
                 if deadline is not None:
                     watchdog.cancel()
     finally:

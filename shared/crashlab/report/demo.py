@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import textwrap
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -110,8 +111,10 @@ def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, soluti
             options = options.but(jobs=jobs, preload=options.preload or engine_preload(spec["agent"], files))
             runs.append((master, spec, folder, options))
 
+        stopping = threading.Event()  # set when the demo stops early (Ctrl-C): the matrices running stop too
+
         def run(master: Path, spec: dict, folder: Path, options: MatrixOptions):
-            return crash_test(folder / spec["agent"], options.points, workdir=folder / ".rows",
+            return crash_test(folder / spec["agent"], options.points, workdir=folder / ".rows", stop=stopping,
                               extra_env=needs.env_for(spec), progress=progress, **options.crash_test_kwargs())
 
         def header(master: Path, spec: dict) -> None:
@@ -135,6 +138,7 @@ def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, soluti
             finally:
                 for future in futures.values():
                     future.cancel()  # matrices not started yet never start (a failure, Ctrl-C)
+                stopping.set()  # and those running end now, rather than the pool's exit waiting minutes for them
 
 
 def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None = None,

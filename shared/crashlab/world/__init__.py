@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-from crashlab.plumbing.tracebacks import cut_at_word
+from crashlab.plumbing.tracebacks import cut_at_word, failure_words
 from crashlab.envnames import ENV_MODEL_URL, ENV_PRIVATE_DIR, ENV_SERVICES_URL, ENV_STATE_DIR
 from crashlab.order import ORDER_ID, check_order_id
 from crashlab.plumbing.processes import kill_group, kill_groups, read_line, signal_group
@@ -123,8 +123,8 @@ class World:
             cmd += ["--parent-pid", str(os.getpid())]
         give(state_dir)  # while grading as root, the agents (the sandbox user) keep their state here
         # O_NOFOLLOW: while grading, this folder belongs to the student, who may have planted a symlink
-        log = os.fdopen(os.open(state_dir / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644),
-                        "ab")
+        log = open(state_dir / LOG_FILE, "ab", opener=lambda path, flags: os.open(path, flags | os.O_NOFOLLOW, 0o644))
+        logged = log.seek(0, os.SEEK_END)  # the log is kept across --keep restarts: quote only this start's words
         env = {k: v for k, v in os.environ.items() if k != "CRASHLAB_SANDBOX"}
         env["CRASHLAB_WORLD_TOKEN"] = token
         process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
@@ -134,10 +134,10 @@ class World:
         if not line:
             process.kill()
             process.wait()
-            tail = (state_dir / LOG_FILE).read_text(errors="replace")[-800:]
+            said = failure_words((state_dir / LOG_FILE).read_bytes()[logged:].decode(errors="replace"), process.returncode)
             if scratch:
                 remove_scratch(state_dir)
-            raise WorldError(f"the world server did not start (exit code {process.returncode}):\n{tail}")
+            raise WorldError(f"the world server did not start ({said})" + ("" if scratch else f"; its log: {state_dir / LOG_FILE}"))
         info = json.loads(line)
         world = cls(state_dir, info["port"], info["pid"], process, token, ledgers)
         world._scratch = scratch

@@ -353,6 +353,8 @@ def main(argv=None) -> None:
         serve(args.state.resolve(), args.port, args.ready_file, args.parent_pid, args.key_lease, args.key_lifetime)
     except KeyboardInterrupt:
         pass
+    except ledger.LedgerError as exc:  # a damaged ledger under --keep: one line for the log, not a traceback
+        raise SystemExit(f"crashlab world: {exc}") from None
     except OSError as exc:
         raise SystemExit(f"crashlab world: cannot serve on 127.0.0.1:{args.port}: {exc.strerror or exc}") from None
 

@@ -18,6 +18,7 @@ The server runs under the same tiny supervisor as the Temporal dev server (:mod:
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import platform
 import shutil
@@ -64,8 +65,13 @@ bind-address = "127.0.0.1:{ingress_port}"
 [worker.invoker]
 inactivity-timeout = "{inactivity}"
 abort-timeout = "{abort}"
+tmp-dir = {tmp_dir}
 """
 
+
+# The invoker's spill folders (invoker-<id>, one per partition) go in the server's own folder, removed with it:
+# left to itself the server makes them in the temporary folder, and nothing ever removes them.
+INVOKER_TMP = "invoker-tmp"
 
 _TUNED_RETRY = """\
 [default-retry-policy]
@@ -153,6 +159,7 @@ class RestateServer:
         config.write_text(_CONFIG.format(partitions=partitions, node_port=node, admin_port=admin,
                                          ingress_port=ingress, no_ui=str(not ui).lower(),
                                          inactivity=inactivity_timeout, abort=abort_timeout,
+                                         tmp_dir=json.dumps(str(data_dir / INVOKER_TMP)),
                                          retry=_TUNED_RETRY if tuned else ""))
         cmd = [str(binary), "--config-file", str(config), "--base-dir", str(data_dir / "data"), "--no-logo",
                "--listen-mode", "tcp", "--node-name", "crashlab"]
