@@ -16,6 +16,18 @@ import sys
 import warnings
 from pathlib import Path
 
+from crashlab.plumbing.tracebacks import cut_at_word
+
+
+def rejection_reason(error: str, width: int = 200) -> str:
+    """Why the Replayer refused the code, in words a notebook line can hold whole. The sandbox's refusal says what
+    it refused in its first sentence (``Cannot access datetime.datetime.now.__call__ from inside a workflow.``);
+    the rest is advice about pass-through imports, and a cut inside it read as a different message."""
+    message = re.search(r'message: "(.*?)"', error)
+    reason = message.group(1) if message else error
+    first = re.match(r"(.+?[.!?])(?:\s|$)", reason)
+    return cut_at_word(first.group(1) if first else reason, width)
+
 
 async def replay_verdict(workflow_cls, history) -> str:
     """``"replays cleanly"``, or ``"REJECTED: ..."`` with the reason (a nondeterminism error, say)."""
@@ -28,8 +40,7 @@ async def replay_verdict(workflow_cls, history) -> str:
             warnings.simplefilter("ignore")  # the sandbox's warnings about late imports
             await Replayer(workflows=[workflow_cls]).replay_workflow(history)
     except Exception as exc:  # NondeterminismError, or the sandbox refusing a call
-        message = re.search(r'message: "(.*?)"', str(exc))
-        return f"REJECTED: {(message.group(1) if message else str(exc))[:150]}"
+        return f"REJECTED: {rejection_reason(str(exc))}"
     finally:
         quiet.setLevel(level)
     return "replays cleanly"
