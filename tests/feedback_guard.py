@@ -4,7 +4,8 @@ The known-wrong answers, the stubs and the cheats in tests/lessons/ and tests/gr
 (``grade_notebook``, ``judge_checks``, ``score_matrix_check``); :func:`install` wraps those three so that each
 outermost call hands its results' feedback to :func:`feedback_problems`, and the test that produced a message fails
 (at its teardown, naming the message) when the message shows the grader's internals, is empty, says an exception
-with nothing after its colon, or was cut in the middle of something. No grading is added: only those that run
+with nothing after its colon, was cut in the middle of something, or is a failed check's bare value (a repr with no
+words saying what was expected). No grading is added: only those that run
 anyway are read. Gradings made by a subprocess (the command line, the bundle, a batch) are not seen here.
 """
 
@@ -24,6 +25,11 @@ PAIRS = ("()", "{}", "[]")
 # A quotation, not an apostrophe: "the winner's result" opens nothing.
 QUOTED = re.compile(r"(?<!\w)'[^'\n]*'(?!\w)|\"[^\"\n]*\"")
 
+# A failed check's own message, after the words the judge puts before it: "check failed (requirement [R1] ...): ".
+CHECK_MESSAGE = re.compile(r"^check failed(?: \((?:[^()]|\([^()]*\))*\))?: ")
+# A message that is only a value: a dict, list, tuple, string, number, an object's repr (``Audit(...)``, ``<...>``).
+BARE_VALUE = re.compile(r"""^(?:[{\[(<'"]|-?\d[\d.e+-]*$|[A-Z]\w*\()""")
+
 _produced: list[str] = []
 _depth = threading.local()
 
@@ -36,6 +42,9 @@ def feedback_problems(output: str) -> list[str]:
     found = INTERNALS.search(output)
     if found:
         problems.append(f"a grader internal ({found.group(0)!r})")
+    prefix = CHECK_MESSAGE.match(output)
+    if prefix and BARE_VALUE.match(output[prefix.end():].strip()):
+        problems.append(f"a check's message that is only a value, with no words: {output[prefix.end():][:80]!r}")
     found = EMPTY_EXCEPTION.search(output)
     if found:
         problems.append(f"an exception with an empty message ({found.group(0).strip()!r})")

@@ -37,7 +37,7 @@ LESSONS = [
     "RestateServer", "RestateServerError", "RunningAgent", "SKU", "TOOLS", "TOOLS_WITH_UNDO", "TemporalServer",
     "TemporalServerError", "ToolCallFailed", "UNDO_TOOLS", "WarmLauncher", "World", "admin_sql", "agent_main",
     "call_handler", "call_tool", "charge_card", "checkpoint_writes", "connect", "crash_row", "crash_test",
-    "dbos_steps", "double_crash_pairs", "effect_keys", "extract_lesson_files", "failure_words", "finish", "first_tool_use", "free_port", "fresh_database",
+    "dbos_steps", "double_crash_pairs", "effect_keys", "expected_got", "extract_lesson_files", "failure_words", "finish", "first_tool_use", "free_port", "fresh_database",
     "fresh_world", "in_own_loop", "interview", "invocation_row", "journal_entry_types", "kept_launcher", "list_charges", "markdown_table",
     "matrix_heatmap", "median_recovery",
     "model_client", "namespace_for", "needs_exercise", "on_reference_answers", "order_details", "order_task",

@@ -44,3 +44,24 @@ def test_an_agent_words_hidden_keep_their_parentheses_paired(problem, hidden):
 
     assert without_agent_words(problem) == hidden
     assert feedback_problems(hidden) == []
+
+
+@pytest.mark.parametrize("output", [
+    "check failed (requirement [R2] the reply (a dict) is returned): {'error': 'NotImplementedError: '}",
+    "check failed (requirement [R1] the order finishes): Audit(finished=False, duplicates=0)",
+    "check failed: [('charge', None), ('reservation', None)]",
+    "check failed (requirement [R3] the key): 'ORD-8842'",
+    "check failed (requirement [R3] the count): 2",
+    "check failed: <function in your code>",
+])
+def test_a_check_message_that_is_only_a_value_is_refused(output):
+    assert any("only a value" in problem for problem in feedback_problems(output)), feedback_problems(output)
+
+
+@pytest.mark.parametrize("output", [
+    "check failed (requirement [R1] the reply): expected a reply dict with stop_reason 'tool_use', got {'x': 1}",
+    "check failed (requirement [R2] one charge): 2 charges: one too many",
+    "check failed: audit of ORD-8842: charge x2; model calls 4 (repeated 0); finished True -- 2 charges (1 duplicate)",
+])
+def test_a_check_message_in_words_that_quotes_a_value_passes(output):
+    assert feedback_problems(output) == []

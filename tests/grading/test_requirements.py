@@ -143,3 +143,18 @@ def test_a_failed_check_names_the_requirement_it_checks():
         except AssertionError as exc:
             said = feedback(exc, source)
         assert expected in said and "assert" not in said, said
+
+
+def test_a_failure_in_the_set_up_above_the_first_marker_names_the_requirement_it_prepares():
+    """An exception in a check cell's set-up (a world started, an agent run) has no marker above it: the feedback
+    names the cell's first requirement, whose check that set-up was preparing."""
+    from crashlab.grading.judge import feedback
+
+    source = ('answer = run()\n'
+              '# [R1] returns a list -- text: "returns a list"\n'
+              "assert answer == []\n")
+    try:
+        exec(compile(source, "<check>", "exec"), {"run": lambda: {}["world"]})
+    except KeyError as exc:
+        said = feedback(exc, source)
+    assert said == "KeyError, while preparing the check of requirement [R1] returns a list: 'world'", said

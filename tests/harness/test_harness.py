@@ -130,6 +130,14 @@ def test_a_point_never_reached_is_a_problem(tmp_path, point):
     assert row.recovery_s is None
 
 
+def test_a_row_in_a_folder_not_made_yet_makes_it():
+    """A lesson's check names its folder; in a notebook whose demonstrations were skipped nothing made it yet,
+    and the row, not a FileNotFoundError, is what the learner must see."""
+    with tempfile.TemporaryDirectory() as scratch:
+        row = crash_row(NAIVE, "before:model#9", workdir=Path(scratch) / "lesson" / "not-made")
+        assert not row.reached and (Path(scratch) / "lesson" / "not-made").is_dir()
+
+
 def test_an_agent_that_hangs_before_the_point_is_killed_and_reported(tmp_path):
     row = crash_row(HANG, "before:model#2", timeout=3, workdir=tmp_path)
     [run] = row.runs

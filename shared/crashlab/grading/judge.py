@@ -38,7 +38,7 @@ from crashlab.plumbing.process_tree import die_with_parent, exit_when_orphaned
 from crashlab.grading import references
 from crashlab.grading.answer_cells import load_answer_cells, why_undefined
 from crashlab.grading.remote import decode, dumps, encode
-from crashlab.grading.requirements import requirement_at
+from crashlab.grading.requirements import first_requirement, requirement_at
 
 HIDDEN_BEGIN, HIDDEN_END = "# BEGIN HIDDEN TESTS", "# END HIDDEN TESTS"
 # What every check may use without importing it (the lessons' notebooks import these early on).
@@ -290,11 +290,16 @@ def feedback(exc: BaseException, source: str) -> str:
     line = frames[-1].lineno if frames else None
     requirement = requirement_at(source, line) if line and source else None
     about = f" (requirement {requirement})" if requirement else ""
+    in_check = f", in the check of requirement {requirement}" if requirement else ""
+    if requirement is None and line and source and first_requirement(source):
+        # the set-up above the cell's first marker failed: it was preparing that requirement's check
+        requirement = first_requirement(source)
+        about = in_check = f", while preparing the check of requirement {requirement}"
     student = getattr(exc, "__student__", None)
     if student:
         where = getattr(exc, "__where__", "")
         return (f"your code raised {student}" + (f" ({where})" if where and where not in student else "")
-                + (f", in the check of requirement {requirement}" if requirement else ""))
+                + in_check)
     hidden = line in hidden_lines(source) if line else True
     message = str(exc).strip()
     if isinstance(exc, AssertionError):

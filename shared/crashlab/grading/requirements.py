@@ -198,6 +198,13 @@ def requirement_at(source: str, line: int) -> str | None:
     return f"[{current}] {declared.get(current) or ''}".strip()
 
 
+def first_requirement(source: str) -> str | None:
+    """The first requirement a check cell checks, in words: what the cell's set-up above its first marker (a world
+    started, an agent run) is preparing."""
+    first = next((number for number, text in enumerate(source.splitlines(), start=1) if MARKER.match(text)), None)
+    return None if first is None else requirement_at(source, first + 1)
+
+
 def matrix_problems(nb, notebook: str = "") -> list[Problem]:
     """Each crash-matrix check must say, in ``stated``, a phrase of the notebook's markdown."""
     markdown = normalize("\n\n".join(c.source for c in nb.cells if c.cell_type == "markdown"))
@@ -228,6 +235,6 @@ def notebook_problems(nb, notebook: str = "") -> list[Problem]:
     return registry(nb, notebook)[1]
 
 
-__all__ = ["Problem", "Requirement", "notebook_problems", "requirement_at", "registry", "check_cell_requirements", "matrix_problems",
+__all__ = ["Problem", "Requirement", "notebook_problems", "requirement_at", "first_requirement", "registry", "check_cell_requirements", "matrix_problems",
            "exercise_texts", "assertion_lines", "normalize", "UNSTATED_CHECK", "UNCHECKED", "BAD_DECLARATION",
            "UNDECLARED_RESUME", "UNSTATED_MATRIX", "UNPARSABLE"]

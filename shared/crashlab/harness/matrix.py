@@ -54,6 +54,8 @@ def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect
       are forgotten: an agent that relies on its keys alone charges again.
     """
     _check_key_lifetime(key_lifetime)
+    if workdir is not None:  # a lesson's folder that no earlier cell made (its demonstrations skipped) is no error
+        Path(workdir).mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix="row-", dir=workdir))
     try:
         with sandboxes.crash_user(home=base):  # while grading: the row's processes, all killed after each crash

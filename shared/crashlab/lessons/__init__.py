@@ -3,8 +3,9 @@ the servers, the lesson helpers -- one import path, so that moving a module insi
 a notebook. Each name is imported on first use; a kernel that draws no heatmap never loads matplotlib.
 
 The lesson-specific helpers live beside this facade: :mod:`.kernel` (worlds and runs in a lesson's kernel),
-:mod:`.notebook` (a lesson's folder and exercise gates), :mod:`.restate` (reading Restate's journal),
-:mod:`.interview` (the question bank), :mod:`.frameworks` (what each engine recorded for a framework's agent).
+:mod:`.notebook` (a lesson's folder and exercise gates), :mod:`.words` (a failed check's words), :mod:`.restate`
+(reading Restate's journal), :mod:`.interview` (the question bank), :mod:`.frameworks` (what each engine recorded for
+a framework's agent).
 """
 
 from crashlab.lessons import interview
@@ -30,6 +31,7 @@ _ON_DEMAND = {
     **dict.fromkeys(["extract_lesson_files", "fresh_world", "show_log", "show_run", "stop_worlds"],
                     "crashlab.lessons.kernel"),
     **dict.fromkeys(["needs_exercise", "work_in_lesson_folder"], "crashlab.lessons.notebook"),
+    "expected_got": "crashlab.lessons.words",
     **dict.fromkeys(["finish", "journal_entry_types", "step_result", "variant", "world_service"],
                     "crashlab.lessons.restate"),
     **dict.fromkeys(["checkpoint_writes", "dbos_steps", "effect_keys", "in_own_loop", "markdown_table",
