@@ -78,10 +78,13 @@ MUTANTS = [
      "DURABILITY is 'async'"),
     ("04_dbos.ipynb", "ex1_steps", 'key = f"{DBOS.workflow_id}:step-{DBOS.step_id}:{name}"',
      'key = f"{DBOS.workflow_id}:{name}"', "ex1_steps_checks", "is the step in the key"),
+    ("08_frameworks.ipynb", "ex2_dbos_agent", 'DBOS.step(name="order_agent__tool_call", **TOOL_RETRIES)',
+     'DBOS.step(name="order_agent__tool_call")', "ex2_dbos_agent_checks",
+     "with the payment service answering 503 to the first two charges, expected the tool step to retry"),
 ]
 IDS = ["final answer not logged", "a 400 retried", "run_once does not wait", "claim reads then inserts or ignores",
        "claim reads then inserts", "claim reads then inserts in a deferred transaction", "durability async",
-       "key without the step"]
+       "key without the step", "a DBOS tool step that does not retry"]
 
 
 @pytest.mark.parametrize("master, answer, old, new, check, why", MUTANTS, ids=IDS)

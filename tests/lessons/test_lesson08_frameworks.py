@@ -70,7 +70,7 @@ def test_a_run_identity_new_in_every_process_scores_0_for_the_dbos_matrix(lesson
 
 WRONG_KEY = ('    return f"{run_identity}/{tool_call_id}/{tool}"',
              '    return f"{run_identity}/{tool}"  # wrong: two calls of one tool share a key')
-WRONG_TOOL_STEP = ('tool_step = DBOS.step(name="order_agent__tool_call") if TOOL_STEPS else None',
+WRONG_TOOL_STEP = ('tool_step = DBOS.step(name="order_agent__tool_call", **TOOL_RETRIES) if TOOL_STEPS else None',
                    "tool_step = None  # wrong: DBOS runs every tool again on each recovery")
 WRONG_TASK = ('            messages.append(tool_result_message(call["id"], run_tool(call["name"], call["input"], key).result()))',
               '            messages.append(tool_result_message(call["id"], call_tool(call["name"], call["input"], '

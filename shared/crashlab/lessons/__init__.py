@@ -31,7 +31,7 @@ _ON_DEMAND = {
     **dict.fromkeys(["extract_lesson_files", "fresh_world", "show_log", "show_run", "stop_worlds"],
                     "crashlab.lessons.kernel"),
     **dict.fromkeys(["needs_exercise", "work_in_lesson_folder"], "crashlab.lessons.notebook"),
-    "expected_got": "crashlab.lessons.words",
+    **dict.fromkeys(["expected_got", "stopped_before"], "crashlab.lessons.words"),
     **dict.fromkeys(["finish", "journal_entry_types", "step_result", "variant", "world_service"],
                     "crashlab.lessons.restate"),
     **dict.fromkeys(["checkpoint_writes", "dbos_steps", "effect_keys", "in_own_loop", "markdown_table",

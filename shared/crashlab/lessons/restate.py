@@ -17,6 +17,7 @@ from pathlib import Path
 
 from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.engines.restate.client import ENDPOINT_FILE, admin_sql, journal_names, sql_quoted
+from crashlab.lessons.words import stopped_before
 
 SERVICE_NAME = re.compile(r"Order_[A-Za-z0-9_]{1,64}")
 
@@ -97,8 +98,7 @@ def wait_for_status(admin_url: str, world, status: str, process=None, timeout: f
             return state
         if process is not None and not process.running():
             run = process.finish(5)
-            raise AssertionError(f"the agent exited (code {run.returncode}) before the order reached {status!r}: "
-                                 f"{last_line(run.stderr)}")
+            raise AssertionError(stopped_before(status, run.returncode, last_line(run.stderr)))
         if time.monotonic() > deadline:
             raise TimeoutError(f"the order did not reach {status!r} within {timeout:.0f} s (state: {state})")
         time.sleep(0.2)

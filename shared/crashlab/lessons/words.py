@@ -45,3 +45,15 @@ def expected_got(what: str, got: object) -> str:
     if placeholder_raised(got):
         return f"expected {what}, got {STUB} from the placeholder: the exercise is not answered yet"
     return f"expected {what}, got {shown(got)}"
+
+
+def stopped_before(status: str, code: int | None, last_words: str) -> str:
+    """Why an agent that should have been waiting at ``status`` is not running: it finished the order without
+    waiting (exit code 0), its placeholder still raises, or its own last words."""
+    if code == 0:
+        return (f"the agent finished (exit code 0) without the order ever reaching {status!r}: it must wait there "
+                "before the charge")
+    if placeholder_raised(last_words):
+        return (f"the agent stopped (exit code {code}) before the order reached {status!r}: {STUB} from the "
+                "placeholder: the exercise is not answered yet")
+    return f"the agent exited (code {code}) before the order reached {status!r}: {last_words}"
