@@ -24,7 +24,7 @@ from crashlab.course.notebooks import grade_id
 from crashlab.grading.references import reference_value
 from crashlab.grading.remote import decode, encode
 from crashlab.harness.runs import ProcessRun
-from master_files import master_value
+from master_files import judge_only, master_value
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON8 = "09_side_by_side.ipynb"
@@ -150,9 +150,20 @@ DIAGNOSE_WITH_PROPERTIES = '''def diagnose(charges: list[dict], runs: list) -> s
 '''
 
 
-def test_a_diagnose_that_reads_killed_and_seconds_scores_full_marks(tmp_path):
-    report, tests = grade(master_with(ex2_diagnose=DIAGNOSE_WITH_PROPERTIES), tmp_path)
-    assert report.score == report.max_score, str(report)
+def answer_source(gid: str) -> str:
+    return next(c for c in MASTER.cells if grade_id(c) == gid).source
+
+
+def judged(gid: str, source: str, check: str):
+    """Only ``check``, judged on the master with answer cell ``gid`` replaced by ``source``: what these answers
+    change is that one check's score (that a changed answer costs only its own exercise is the full gradings'
+    business, above and below)."""
+    return judge_only(LESSON8, gid, answer_source(gid), source, check)
+
+
+def test_a_diagnose_that_reads_killed_and_seconds_scores_full_marks():
+    result = judged("ex2_diagnose", DIAGNOSE_WITH_PROPERTIES, "ex2_diagnose_checks")
+    assert result.score == result.max_score, result.output
 
 
 # --- no oracle in the library ------------------------------------------------------------------------------
@@ -197,14 +208,13 @@ def test_a_notebook_that_tries_every_choice_scores_only_its_honest_points(tmp_pa
     assert "letters are not the strong answer" in words and "q0" not in words, words
 
 
-def test_a_right_answer_in_other_letters_case_scores_full_and_one_wrong_letter_scores_zero(tmp_path):
+def test_a_right_answer_in_other_letters_case_scores_full_and_one_wrong_letter_scores_zero():
     right = {qid: letter.lower() for qid, letter in key().items()}
     one_wrong = {**key(), "q02": next(letter for letter in "ABC" if letter != key()["q02"])}
-    report, tests = grade(master_with(ex3_self_check=f"my_answers = {right!r}\n"), tmp_path / "right")
-    assert report.score == report.max_score, str(report)
-    report, tests = grade(master_with(ex3_self_check=f"my_answers = {one_wrong!r}\n"), tmp_path / "wrong")
-    assert_only_lost(tests, "ex3_self_check_checks")
-    assert f"1 of the {len(key())} letters" in tests["ex3_self_check_checks"].output
+    result = judged("ex3_self_check", f"my_answers = {right!r}\n", "ex3_self_check_checks")
+    assert result.score == result.max_score, result.output
+    result = judged("ex3_self_check", f"my_answers = {one_wrong!r}\n", "ex3_self_check_checks")
+    assert result.score == 0 and f"1 of the {len(key())} letters" in result.output, result.output
 
 
 # --- the fair side --------------------------------------------------------------------------------------------
