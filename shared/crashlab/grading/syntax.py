@@ -4,8 +4,9 @@ An answer file that does not parse fails every check that runs it, and each chec
 agent that exited with code 1, a worker gone before its workflow reached a state, a crash matrix whose runs on the
 reference answers keep their output to themselves. None of them says what to fix. The grader parses each
 ``%%writefile`` answer itself -- parsing runs none of the student's code -- and puts the one fact that explains
-those failures first in the feedback of every failed check of that exercise and of the exercises after it (a later
-exercise's agent imports the earlier files). A passing check is left as it is. Answers that are cells rather than
+those failures first in the feedback of every failed check of that exercise, and of a later exercise's failed check
+whose own words name the file or a SyntaxError (a later exercise's agent may import the earlier files, or may run
+on the reference answers instead). A passing check is left as it is. Answers that are cells rather than
 files are named by :mod:`crashlab.grading.answer_cells`.
 """
 
@@ -60,14 +61,16 @@ def answer_file_syntax_errors(nb) -> list[SyntaxProblem]:
 
 
 def name_syntax_errors(tests, problems: list[SyntaxProblem]) -> None:
-    """Put the syntax errors of exercises up to each failed check's own first in that check's feedback."""
+    """Put first in a failed check's feedback the syntax errors of its own exercise, and those of earlier exercises
+    that its words show it met."""
     if not problems:
         return
     for test in tests:
         exercise = exercise_of(test.name)
         if test.score >= test.max_score or exercise is None:
             continue
-        causes = [p.words() for p in problems if p.exercise <= exercise]
+        causes = [p.words() for p in problems if p.exercise == exercise
+                  or (p.exercise < exercise and ("SyntaxError" in test.output or p.file in test.output))]
         if causes:
             test.output = "\n".join(causes) + "\nWhat the check saw: " + test.output
 
