@@ -5,6 +5,7 @@ the soak and the lessons' kernels alike, so it imports nothing of theirs."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from crashlab.course.metadata import lesson_meta
@@ -18,6 +19,15 @@ def nbgrader_meta(cell) -> dict:
 
 def grade_id(cell) -> str | None:
     return nbgrader_meta(cell).get("grade_id")
+
+
+EXERCISE = re.compile(r"ex(\d+)_")
+
+
+def exercise_of(gid: str) -> int | None:
+    """The exercise a grade id belongs to: ``ex2_dbos_agent_checks`` -> 2; None for an id of no exercise."""
+    found = EXERCISE.match(gid or "")
+    return int(found.group(1)) if found else None
 
 
 def is_answer_cell(cell) -> bool:

@@ -34,22 +34,16 @@ from crashlab.grading.build import SKIP_WHEN_GRADING_TAG, USES_ANSWERS_TAG
 from crashlab.grading.checks import score_matrix_check
 from crashlab.grading.grade import read_submission
 from crashlab.grading.isolation import Deadline, Isolation, run_submission
-from crashlab.course.notebooks import grade_id, is_answer_cell, is_test_cell, lesson_of, nbgrader_meta, repo_root
+from crashlab.course.notebooks import exercise_of, grade_id, is_answer_cell, is_test_cell, lesson_of, nbgrader_meta, repo_root
 from crashlab.grading.report import GradeReport, GradingError, TestResult
 from crashlab.engines.needs import Needs
 from crashlab.lessons.notebook import PLACEHOLDER, unwritten
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
 from crashlab.course.metadata import lesson_meta
 
-EXERCISE = re.compile(r"ex(\d+)_")
 ANSWERS_IMPORT = re.compile(r"crashlab\.answers\.lesson(\d\d)")
 NOT_THE_GRADE = ("self-check: your visible checks and the crash matrices on your own agents. The grade also runs "
                  "hidden checks, so passing here is necessary, not sufficient.")
-
-
-def exercise_of(name: str) -> int | None:
-    found = EXERCISE.match(name or "")
-    return int(found.group(1)) if found else None
 
 
 def unreleased_answers(nb) -> list[str]:

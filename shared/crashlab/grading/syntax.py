@@ -12,14 +12,10 @@ files are named by :mod:`crashlab.grading.answer_cells`.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from crashlab.course.notebooks import grade_id, is_answer_cell
+from crashlab.course.notebooks import exercise_of, grade_id, is_answer_cell
 from crashlab.plumbing.tracebacks import cut_at_word
-
-EXERCISE = re.compile(r"ex(\d+)_")
-
 
 @dataclass(frozen=True)
 class SyntaxProblem:
@@ -32,11 +28,6 @@ class SyntaxProblem:
         where = f", line {self.line}" if self.line else ""
         return (f"a syntax error in `{self.file}` (exercise {self.exercise}'s cell){where}: {self.message}. "
                 "Nothing in that file could run; fix it first")
-
-
-def exercise_of(gid: str) -> int | None:
-    found = EXERCISE.match(gid or "")
-    return int(found.group(1)) if found else None
 
 
 def answer_file_syntax_errors(nb) -> list[SyntaxProblem]:
