@@ -118,7 +118,8 @@ class BenchResult:
         ax.axhline(1.0, color="#8c8c8c", linewidth=0.8, linestyle=":")
         ax.set_xticks(xs)
         ax.set_xticklabels(names, rotation=20, ha="right")
-        floor = f"{self.floor_ms:.3f} ms" if self.floor_ms else "not measured"
+        floor = (f"{self.floor_ms:.3f} ms" if self.floor_ms and self.floor_ms > 0 else
+                 "below the noise" if self.floor_ms is not None else "not measured")
         ax.set_ylabel("per-step cost / fsync floor (log)")
         ax.set_title(f"Cost of one durable step (floor = append + fsync, {floor})\n"
                      f"{self.steps} steps, median of {self.repeats}", fontsize=10)

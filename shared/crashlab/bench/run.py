@@ -156,7 +156,8 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
                     again = measure_engine("floor", servers, run_dir, steps, repeats, timeout_s, tag="-after")
                     floor_row.samples_ms += [round(x, 4) for x in again]
                     floor_row.per_step_ms = statistics.median(floor_row.samples_ms)
-                    floor_row.note = "measured before and after the engines"
+                    floor_row.note = ("measured before and after the engines" if floor_row.per_step_ms > 0 else
+                                      f"below this run's noise at {steps} steps; measure with more steps")
             tick("floor again")
     finally:
         if bar is not None:
@@ -165,7 +166,8 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
             remove_scratch(base)
     floor = next((r.per_step_ms for r in rows if r.engine == "floor"), None)
     for r in rows:
-        if r.per_step_ms is not None and floor:
+        # a floor lost in the noise (zero or below) is no unit to divide by: no ratios rather than absurd ones
+        if r.per_step_ms is not None and floor is not None and floor > 0:
             r.ratio_to_floor = r.per_step_ms / floor
     _note_pairs(rows)
     machine = {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),

@@ -162,7 +162,9 @@ def throwaway_postgres(base_dir: str | os.PathLike) -> Iterator[str]:
             raise PostgresError(f"initdb failed (exit {init.returncode}):\n{init.stdout[-1500:]}")
         for _attempt in range(5):
             port = _free_port()
-            options = (f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories='{root}' "
+            # TCP on the loopback only: a Unix socket's path is limited to 107 bytes, and a clone deep in
+            # the file system (a CI checkout, a learner's home) would put the socket past it.
+            options = (f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories='' "
                        "-c fsync=off -c full_page_writes=off")
             start = _run(prefix, [str(folder / "pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", "30",
                                   "-o", options, "start"])
