@@ -1,5 +1,6 @@
 """The warm launcher, concurrent resumers, double crashes and lost acknowledgements in the harness."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,26 @@ def test_warm_children_are_new_processes_killed_for_real(tmp_path, launcher):
         assert audit.counts["charge"] == 2, "the naive agent repeats the charge: the crash was real"
         pids = {e.pid for e in audit.events}
         assert pids == {first.pid, second.pid}, "the world saw exactly the two child pids"
+
+
+def test_a_warm_run_forks_from_the_kept_launcher_and_exec_starts_a_new_interpreter(tmp_path):
+    """``"warm"`` (crash_row's default, as crash_test's) spares each run the SDK's import (1.3 s to 2 s of CPU): the
+    agent's parent is the kept launcher, not this process; the default ``"exec"`` starts a new interpreter, a
+    child of ours."""
+    from crashlab.harness.launcher import kept_launcher
+
+    script = tmp_path / "parent.py"
+    script.write_text("import os, sys\nprint(os.getppid(), 'anthropic' in sys.modules)\n")
+    with World.start(tmp_path / "w") as world:
+        warm = run_agent(script, world, launcher="warm")
+        cold = run_agent(script, world)
+        with pytest.raises(ValueError, match="'warm', 'exec'"):
+            run_agent(script, world, launcher="lukewarm")
+    assert warm.returncode == cold.returncode == 0, (warm.stderr, cold.stderr)
+    warm_parent, warm_sdk = warm.stdout.split()
+    cold_parent, cold_sdk = cold.stdout.split()
+    assert int(warm_parent) == kept_launcher().pid != os.getpid() and warm_sdk == "True"
+    assert int(cold_parent) == os.getpid() and cold_sdk == "False"
 
 
 def test_warm_child_reports_exit_codes_and_errors(tmp_path, launcher):

@@ -180,6 +180,11 @@ class WarmLauncher:
             self._process.wait(10)
         self._log.close()
 
+    @property
+    def pid(self) -> int:
+        """The launcher's own process: the parent of every agent process it forks."""
+        return self._process.pid
+
     def alive(self) -> bool:
         """True while the launcher process runs and answers (its pipe to us is open)."""
         return not self._closed and self._reader.is_alive() and self._process.poll() is None

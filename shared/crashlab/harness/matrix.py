@@ -38,15 +38,16 @@ def _check_key_lifetime(key_lifetime: float | None) -> None:
 def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect: str = "durable",
               workdir: Path | None = None, timeout: float = 60.0, keep: bool = False, resumers: int = 1,
               then_crash_at: str | None = None, faults: list[tuple] | None = None, extra_env: dict | None = None,
-              launcher: "WarmLauncher | str | None" = None, fail: str | None = None,
+              launcher: "WarmLauncher | str | None" = "warm", fail: str | None = None,
               key_lifetime: float | None = None) -> Row:
     """One row of the matrix: a fresh world, a crash at ``point`` (or none for the baseline), a resume.
 
     - ``resumers``: how many resume processes start at once after the crash (they race);
     - ``then_crash_at``: a second crash point for the first resume (a double crash), then a clean resume;
     - ``faults``: ``(name, times, arg)`` faults armed in the world first, e.g. ``("lost_ack:charge_card", 1, None)``;
-    - ``launcher``: a running :class:`~crashlab.harness.launcher.WarmLauncher`, or None (or ``"exec"``) for a new
-      interpreter per process;
+    - ``launcher``: ``"warm"`` (the default: forked from this process's kept launcher, as ``crash_test``'s are,
+      which spares each of the row's two or more processes the SDK's import), a running
+      :class:`~crashlab.harness.launcher.WarmLauncher`, or None (or ``"exec"``) for a new interpreter per process;
     - ``fail``: ``TOOL`` or ``TOOL:REASON``, a step told to fail for good for the order before the first run
       (the failure path: the order must end cleanly undone);
     - ``key_lifetime``: the row's world forgets a completed idempotency key that many seconds after its first
