@@ -130,7 +130,7 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
                                       measure_engine(engine, servers, run_dir, steps, repeats, timeout_s)]
                     row.per_step_ms = statistics.median(row.samples_ms)
                     if row.per_step_ms <= 0:  # (t(N) - t(1)) / (N - 1) lost in one invocation's jitter
-                        row.note = f"below this run's noise at {steps} steps; measure with more steps"
+                        row.note = _below_noise(steps)
                 except Exception as exc:  # noqa: BLE001 -- every failure becomes a row, never a traceback
                     row.note = str(exc) if isinstance(exc, BenchError) else f"{type(exc).__name__}: {exc}"
                 tick(f"{engine} measured")
@@ -157,7 +157,7 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
                     floor_row.samples_ms += [round(x, 4) for x in again]
                     floor_row.per_step_ms = statistics.median(floor_row.samples_ms)
                     floor_row.note = ("measured before and after the engines" if floor_row.per_step_ms > 0 else
-                                      f"below this run's noise at {steps} steps; measure with more steps")
+                                      _below_noise(steps))
             tick("floor again")
     finally:
         if bar is not None:
@@ -202,6 +202,12 @@ def _note_pairs(rows: list[BenchRow]) -> None:
         else:
             pair = f"{integration.title}, beside {integration.beside} (not both measured)"
         r.note = _joined(pair, r.note)
+
+
+def _below_noise(steps: int) -> str:
+    """The note of a row whose median per-step figure is zero or below: (t(N) - t(1)) / (N - 1) was lost in one
+    invocation's jitter, the floor's included."""
+    return f"below this run's noise at {steps} steps; measure with more steps"
 
 
 def _joined(*notes: str | None) -> str:

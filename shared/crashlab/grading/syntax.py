@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from crashlab.course.notebooks import exercise_of, grade_id, is_answer_cell
 from crashlab.plumbing.tracebacks import cut_at_word
 
+
 @dataclass(frozen=True)
 class SyntaxProblem:
     exercise: int
