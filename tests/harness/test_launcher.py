@@ -32,16 +32,16 @@ def test_warm_children_are_new_processes_killed_for_real(tmp_path, launcher):
 
 
 def test_a_warm_run_forks_from_the_kept_launcher_and_exec_starts_a_new_interpreter(tmp_path):
-    """``"warm"`` (crash_row's default, as crash_test's) spares each run the SDK's import (1.3 s to 2 s of CPU): the
-    agent's parent is the kept launcher, not this process; the default ``"exec"`` starts a new interpreter, a
+    """``"warm"`` (the default of run_agent, as of crash_row and crash_test) spares each run the SDK's import (1.3 s
+    to 2 s of CPU): the agent's parent is the kept launcher, not this process; ``"exec"`` starts a new interpreter, a
     child of ours."""
     from crashlab.harness.launcher import kept_launcher
 
     script = tmp_path / "parent.py"
     script.write_text("import os, sys\nprint(os.getppid(), 'anthropic' in sys.modules)\n")
     with World.start(tmp_path / "w") as world:
-        warm = run_agent(script, world, launcher="warm")
-        cold = run_agent(script, world)
+        warm = run_agent(script, world)
+        cold = run_agent(script, world, launcher="exec")
         with pytest.raises(ValueError, match="'warm', 'exec'"):
             run_agent(script, world, launcher="lukewarm")
     assert warm.returncode == cold.returncode == 0, (warm.stderr, cold.stderr)

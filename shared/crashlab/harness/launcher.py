@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import select
 import signal
 import subprocess
@@ -267,8 +268,6 @@ def _run_child(request: dict) -> None:
         script = os.path.abspath(request["argv"][0])
         sys.argv = [script, *request["argv"][1:]]
         sys.path[0] = os.path.dirname(script)
-        import runpy
-
         runpy.run_path(script, run_name="__main__")
         code = 0
     except SystemExit as exc:
@@ -279,10 +278,13 @@ def _run_child(request: dict) -> None:
         else:
             print(exc.code, file=sys.stderr)
             code = 1
-    except BaseException:  # the agent's own error: print it like an interpreter would
+    except BaseException as exc:  # the agent's own error: print it as ``python AGENT.py`` would
         import traceback
 
-        traceback.print_exc()
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename in (__file__, runpy.__file__, "<frozen runpy>"):
+            tb = tb.tb_next  # the launcher's and runpy's frames: not the agent's
+        traceback.print_exception(type(exc), exc, tb)  # none left for a syntax error: as the interpreter says it
         code = 1
     finally:
         try:

@@ -78,7 +78,7 @@ def run_python(args: list[str], env: dict | None = None, timeout: float = 60.0,
 
 def run_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, crash_at: str | None = None,
               timeout: float = 60.0, extra_env: dict | None = None,
-              launcher: "WarmLauncher | str | None" = None, args: list[str] | None = None) -> ProcessRun:
+              launcher: "WarmLauncher | str | None" = "warm", args: list[str] | None = None) -> ProcessRun:
     """Run ``python AGENT --order ORDER_ID`` once as a new process, in the agent file's directory.
 
     With ``crash_at`` the world is armed first, for ``order_id`` and this run alone (its processes are marked
@@ -238,13 +238,15 @@ class RunningAgent:
 
 
 def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, extra_env: dict | None = None,
-                launcher: "WarmLauncher | str | None" = None, args: list[str] | None = None,
+                launcher: "WarmLauncher | str | None" = "warm", args: list[str] | None = None,
                 scope: RunScope | None = None) -> RunningAgent:
     """Start one agent process in a process group of its own (as the sandbox user while grading).
-    ``launcher``: None or ``"exec"`` (the default): ``python AGENT`` in a new interpreter, a child of this process.
-    ``"warm"``: forked from this process's kept launcher (:func:`~crashlab.harness.launcher.kept_launcher`),
-    which has the SDK imported already -- a new interpreter spends 1.3 s to 2 s of CPU importing it, in every
-    run. A :class:`~crashlab.harness.launcher.WarmLauncher`: forked from that one.
+    ``launcher``: ``"warm"`` (the default): forked from this process's kept launcher
+    (:func:`~crashlab.harness.launcher.kept_launcher`), which has the SDK imported already -- a new interpreter
+    spends 1.3 s to 2 s of CPU importing it, in every run. None or ``"exec"``: ``python AGENT`` in a new
+    interpreter, a child of this process. A :class:`~crashlab.harness.launcher.WarmLauncher`: forked from that one.
+    Either way the agent is a process of its own, killed for real, and starts clean: the launcher never runs agent
+    code (see :mod:`crashlab.harness.launcher`)
     ``args`` replaces the default command line ``--order ORDER_ID``. ``scope``: the run's mark, which the
     process takes on before any of the agent's code runs (its cgroup, see :mod:`crashlab.world.runscope`)."""
     agent = Path(agent).resolve()

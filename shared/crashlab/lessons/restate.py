@@ -121,7 +121,7 @@ for step in json.loads(sys.argv[1]):
 """
 
 
-def run_steps(world, steps: list[dict], launcher=None) -> list:
+def run_steps(world, steps: list[dict], launcher="warm") -> list:
     """Call functions of order_steps.py outside any handler, in a process of their own (forked from ``launcher``);
     their results as data (``{"error": ...}`` for one that raised)."""
     from crashlab.harness import start_agent
