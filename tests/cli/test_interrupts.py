@@ -121,8 +121,11 @@ def interrupt(argv: list[str], ready, sig: int, cwd: Path, tmp: Path) -> tuple[s
     env = {**os.environ, "TMPDIR": str(tmp), "CRASHLAB_ROOT": str(cwd)}
     err_file = cwd / "stderr.txt"
     with open(err_file, "w") as err:
+        # SIGINT as a terminal's Ctrl-C finds it: a suite started in the background by a shell without job control
+        # (`make test &`) hands every process an ignored SIGINT, and Python keeps it ignored.
         process = subprocess.Popen([sys.executable, "-m", "crashlab.cli", *argv], cwd=cwd, env=env, stdout=err,
-                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen: dict[int, int | None] = {}
     try:
         deadline = time.monotonic() + 240

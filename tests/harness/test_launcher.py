@@ -84,6 +84,25 @@ def test_bad_preload_is_a_clear_error():
         WarmLauncher(preload=("no_such_module_here",))
 
 
+def test_the_kept_launcher_imports_another_engines_modules_instead_of_a_second_launcher(tmp_path):
+    """A second preload is imported into the running launcher (the SDK is not imported again in a new one), and the
+    agents forked after it find it imported; one it cannot import is a clear error, and the next crash test gets a
+    launcher that works."""
+    from crashlab.harness.launcher import kept_launcher
+
+    script = tmp_path / "has.py"
+    script.write_text("import os, sys\nprint(os.getppid(), 'email.mime.text' in sys.modules)\n")
+    first = kept_launcher()
+    assert kept_launcher(("email.mime.text",)) is first
+    with World.start(tmp_path / "w") as world:
+        run = run_agent(script, world)
+    assert run.stdout.split() == [str(first.pid), "True"], run.stderr
+    with pytest.raises(LauncherError, match="no_such_module_here"):
+        kept_launcher(("no_such_module_here",))
+    again = kept_launcher()
+    assert again.alive() and "no_such_module_here" not in again.preload
+
+
 def test_warm_and_exec_give_the_same_matrix(tmp_path):
     points = ["before:charge_card", "after:reserve_item", "after:model#4"]
     warm = crash_test(AGENTS / "naive_agent.py", points, expect="observe", progress=False, launcher="warm")
@@ -154,7 +173,7 @@ def test_the_sdk_warm_up_sends_nothing_to_the_world_and_starts_no_thread(tmp_pat
         assert world.audit().model_calls == 0
 
 
-def test_crash_tests_keep_one_launcher_per_preload_and_replace_a_dead_one():
+def test_crash_tests_keep_one_launcher_and_replace_a_dead_one():
     """crash_test(launcher="warm") forks from a launcher the process keeps for its later crash tests; one that died
     (killed with a grading's processes, say) is started again, and the next matrix runs as before."""
     import os
@@ -165,8 +184,8 @@ def test_crash_tests_keep_one_launcher_per_preload_and_replace_a_dead_one():
 
     kept = kept_launcher()
     first = crash_test(AGENTS / "naive_agent.py", ["after:charge_card"], expect="observe", baseline=False,
-                       progress=False)
-    assert kept_launcher() is kept and kept.alive()
+                       progress=False, preload=("json",))
+    assert kept_launcher() is kept and kept.alive() and "json" in kept.preload
     assert first.rows[0].reached and first.rows[0].duplicates == 1, first
     os.kill(kept._process.pid, signal.SIGKILL)
     deadline = time.monotonic() + 10

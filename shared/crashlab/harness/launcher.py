@@ -3,21 +3,21 @@
 Every agent run is a new OS process with its own pid, killed for real with SIGKILL. What differs is
 how it starts:
 
-- ``exec``: ``python AGENT.py --order ID``, a brand-new interpreter. Honest to the last byte, but
-  each start pays for importing the ``anthropic`` SDK (about 1.7 s of building pydantic models).
-- ``warm``: a launcher process imports the heavy libraries once and then forks one child per run;
-  the child sets its own environment, working directory and ``sys.argv`` and runs the agent file as
-  ``__main__``. The launcher never runs agent code itself, so every child starts clean: no agent
-  module, no log and no counter carries over from an earlier run. A start costs about 0.05 s.
+- ``exec``: ``python AGENT.py --order ID``, a brand-new interpreter. Honest to the last byte, but each start
+  pays for importing the ``anthropic`` SDK (about 1.7 s of building pydantic models).
+- ``warm``: a launcher process imports the heavy libraries once and then forks one child per run; the child sets
+  its own environment, working directory and ``sys.argv`` and runs the agent file as ``__main__``. The launcher
+  never runs agent code itself, so every child starts clean: no agent module, no log and no counter carries over
+  from an earlier run. A start costs about 0.05 s.
 
-Both launchers give the same crash matrix (the test suite checks it on real agents); ``warm`` makes
-whole matrices fast enough to run inside a lesson.
-
-The launcher's own protocol is JSON lines over two pipes, single-threaded, so forking is safe.
+Both give the same crash matrix (the test suite checks it on real agents); ``warm`` makes whole matrices fast
+enough to run inside a lesson. The launcher's protocol is JSON lines over two pipes, single-threaded, so forking
+is safe.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import runpy
@@ -30,6 +30,7 @@ import threading
 import time
 from pathlib import Path
 
+from crashlab.plumbing.processes import kill_group
 from crashlab.plumbing.tracebacks import cut_at_word
 
 DEFAULT_PRELOAD = ("anthropic", "httpx", "crashlab.agent")
@@ -54,20 +55,15 @@ class WarmProcess:
         return self.returncode
 
     def poll(self) -> int | None:
-        if self.returncode is None:
-            try:
-                self.returncode = self._launcher._wait_exit(self.pid, 0)
-            except subprocess.TimeoutExpired:
-                pass
-        return self.returncode
+        try:
+            return self.wait(0)
+        except subprocess.TimeoutExpired:
+            return None
 
     def kill(self) -> None:
         """SIGKILL the child's whole process group (it leads one), not just the child."""
-        if self.returncode is None:
-            try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        if self.returncode is None:  # not reaped: its pid is still its own
+            kill_group(self.pid)
 
     def output(self) -> tuple[str, str]:
         return _read_own_file(self._stdout), _read_own_file(self._stderr)
@@ -97,10 +93,8 @@ class WarmLauncher:
             [sys.executable, "-P", "-m", "crashlab.harness.launcher", str(req_read), str(rep_write), *self.preload],
             pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
             start_new_session=True)
-        os.close(req_read)
-        os.close(rep_write)
-        self._lock = threading.Lock()
-        self._cond = threading.Condition()
+        os.close(req_read), os.close(rep_write)
+        self._lock, self._cond = threading.Lock(), threading.Condition()
         self._replies: dict[str, dict] = {}
         self._exits: dict[int, int] = {}
         self._closed = False
@@ -147,21 +141,36 @@ class WarmLauncher:
               cgroup: str | None = None) -> WarmProcess:
         """Fork one agent process; ``cgroup``: the run's cgroup, joined before any agent code runs
         (see :mod:`crashlab.world.runscope`)."""
-        request_id = f"r{time.monotonic_ns()}-{threading.get_ident()}"
         from dataclasses import asdict
 
         from crashlab.plumbing.sandbox import current
 
         sandbox = current() if os.geteuid() == 0 else None  # the child drops to it right after the fork
-        request = {"id": request_id, "argv": [str(a) for a in argv], "cwd": str(cwd), "env": env,
-                   "stdout": str(stdout), "stderr": str(stderr), "sandbox": sandbox and asdict(sandbox),
-                   "cgroup": cgroup}
-        with self._lock:
-            os.write(self._req_write, (json.dumps(request) + "\n").encode())
-        reply = self._await(lambda: self._replies.pop(request_id, None), 30)
+        reply = self._request({"argv": [str(a) for a in argv], "cwd": str(cwd), "env": env, "stdout": str(stdout),
+                               "stderr": str(stderr), "sandbox": sandbox and asdict(sandbox), "cgroup": cgroup}, 30)
         if reply is None or "pid" not in reply:
             raise LauncherError(f"the warm launcher did not start the agent ({(reply or {}).get('error', 'no answer')})")
         return WarmProcess(self, reply["pid"], Path(stdout), Path(stderr))
+
+    def add_preload(self, modules: tuple[str, ...] | list[str], timeout: float = 60.0) -> None:
+        """Import ``modules`` into the running launcher too, for the agents it forks from now on: a second engine
+        costs its own import, not the SDK's again. :class:`LauncherError` if one cannot be imported, or if that
+        started a thread (the launcher then refuses to fork)."""
+        missing = [name for name in dict.fromkeys(modules) if name not in self.preload]
+        if not missing:
+            return
+        reply = self._request({"import": missing}, timeout)
+        if reply is None or not reply.get("ok"):
+            raise LauncherError(f"the warm launcher could not import {', '.join(missing)} "
+                                f"({(reply or {}).get('error') or self._last_words() or 'no answer'})")
+        self.preload = (*self.preload, *missing)
+
+    def _request(self, message: dict, timeout: float) -> dict | None:
+        """Send one request and wait for its reply (None if none came in ``timeout`` seconds)."""
+        request_id = f"r{time.monotonic_ns()}-{threading.get_ident()}"
+        with self._lock:
+            os.write(self._req_write, (json.dumps({"id": request_id, **message}) + "\n").encode())
+        return self._await(lambda: self._replies.pop(request_id, None), timeout)
 
     def _wait_exit(self, pid: int, timeout: float | None) -> int:
         code = self._await(lambda: self._exits.pop(pid, None), timeout)
@@ -197,39 +206,47 @@ class WarmLauncher:
         self.close()
 
 
-# --- one launcher per preload, kept for the process's later crash tests ------------------------------------
-_kept: dict[tuple[str, ...], tuple[int, WarmLauncher]] = {}
+# --- one launcher, kept for the process's later crash tests -------------------------------------------------
+_kept: tuple[int, WarmLauncher] | None = None
 _kept_lock = threading.Lock()
 
 
 def kept_launcher(preload: tuple[str, ...] | list[str] = ()) -> WarmLauncher:
-    """A running launcher with ``preload`` imported, started on first use and kept for this process's later crash
-    tests (``crash_test(launcher="warm")``): each start imports the SDK and the engine again, 1.3 s to 2 s of CPU,
-    and a lesson, a grading or a test run starts many matrices. A launcher never runs agent code, so what it forks
-    is the same whichever crash test asked first: each agent process still starts clean, with the environment,
-    folder and sandbox of its own request. One that has died (killed with a grading's processes, say) is started
-    again; the kept ones end with this process (their pipe closes), or at :func:`close_kept_launchers`."""
-    key = tuple(dict.fromkeys((*DEFAULT_PRELOAD, *preload)))
+    """The process's launcher, started on first use and kept for its later runs (``crash_test``, ``run_agent``),
+    with ``preload`` imported into it if it was not yet: a new launcher would import the SDK again, 1.3 s to 2 s of
+    CPU, and a lesson or a grading runs many matrices on several engines. It never runs agent code, so each agent
+    still starts clean, with the environment, folder and sandbox of its own request (an earlier engine's libraries
+    are only there, unused). A dead one is started again; the kept one ends with this process."""
+    global _kept
+    wanted = tuple(dict.fromkeys((*DEFAULT_PRELOAD, *preload)))
     with _kept_lock:
-        pid, launcher = _kept.get(key, (0, None))
-        if launcher is None or pid != os.getpid() or not launcher.alive():
-            if launcher is not None and pid == os.getpid():
-                launcher.close()
-            launcher = WarmLauncher(key)
-            if not _kept:
-                import atexit
-
-                atexit.register(close_kept_launchers)
-            _kept[key] = (os.getpid(), launcher)
+        pid, launcher = _kept or (0, None)
+        if launcher is not None and pid == os.getpid():
+            if launcher.alive():
+                try:
+                    launcher.add_preload(wanted)
+                    return launcher
+                except LauncherError:  # it may not fork safely now: the next crash test starts a new one
+                    _kept = None
+                    launcher.close()
+                    raise
+            launcher.close()  # dead: its pipes and log are ours to close
+        launcher = WarmLauncher(wanted)
+        _kept = (os.getpid(), launcher)
         return launcher
 
 
 def close_kept_launchers() -> None:
+    global _kept
     with _kept_lock:
-        kept = [launcher for pid, launcher in _kept.values() if pid == os.getpid()]
-        _kept.clear()
-    for launcher in kept:
+        pid, launcher = _kept or (0, None)
+        if pid == os.getpid():
+            _kept = None
+    if launcher is not None and pid == os.getpid():
         launcher.close()
+
+
+atexit.register(close_kept_launchers)
 
 
 # --- the launcher process ---------------------------------------------------------------------------------
@@ -295,28 +312,15 @@ def _run_child(request: dict) -> None:
 
 
 def serve(req_fd: int, rep_fd: int, preload: list[str]) -> None:
-    import importlib
-
     def send(message: dict) -> None:
         os.write(rep_fd, (json.dumps(message) + "\n").encode())
 
-    try:
-        for name in preload:
-            importlib.import_module(name)
-    except Exception as exc:
-        send({"id": "ready", "ok": False, "error": f"cannot import {name}: {exc}"})
+    error = _import_more(preload)
+    send({"id": "ready", "ok": error is None, "error": error})
+    if error:
         return
-    agent = sys.modules.get("crashlab.agent")
-    if agent is not None:
-        try:
-            agent.warm_up_sdk()  # the SDK's first-call work, done once here instead of in every agent process
-        except Exception:  # noqa: BLE001 -- only a saving: the agents do that work themselves
-            pass
-    if threading.active_count() > 1:
-        send({"id": "ready", "ok": False, "error": f"preloading {preload} started threads; forking is unsafe"})
-        return
-    send({"id": "ready", "ok": True})
     children: set[int] = set()
+    unsafe = None  # why forking this process is no longer safe (an import started a thread)
     buffer = b""
     while True:
         readable, _, _ = select.select([req_fd], [], [], 0.01)
@@ -328,6 +332,14 @@ def serve(req_fd: int, rep_fd: int, preload: list[str]) -> None:
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
                 request = json.loads(line)
+                if "import" in request:
+                    error = _import_more(request["import"])
+                    unsafe = unsafe or (error if threading.active_count() > 1 else None)
+                    send({"id": request["id"], "ok": error is None, "error": error})
+                    continue
+                if unsafe:
+                    send({"id": request["id"], "error": unsafe})
+                    continue
                 pid = os.fork()
                 if pid == 0:
                     os.close(req_fd)
@@ -346,6 +358,26 @@ def serve(req_fd: int, rep_fd: int, preload: list[str]) -> None:
             send({"exited": pid, "code": os.waitstatus_to_exitcode(status)})
     for pid in children:  # the harness went away: take the children, and their process groups, with us
         _kill_group(pid)
+
+
+def _import_more(names: list[str]) -> str | None:
+    """Import modules into the launcher (and, with the SDK's facade, do the SDK's first-call work once here instead
+    of in every agent process); why that failed, or None."""
+    import importlib
+
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 -- said to the harness, which raises it as a LauncherError
+            return f"cannot import {name}: {exc}"
+    if "crashlab.agent" in names:
+        try:
+            sys.modules["crashlab.agent"].warm_up_sdk()
+        except Exception:  # noqa: BLE001 -- only a saving: the agents do that work themselves
+            pass
+    if threading.active_count() > 1:
+        return f"importing {names} started threads; forking is unsafe"
+    return None
 
 
 def _kill_group(pid: int) -> None:
