@@ -95,9 +95,7 @@ class WarmLauncher:
             start_new_session=True)
         os.close(req_read), os.close(rep_write)
         self._lock, self._cond = threading.Lock(), threading.Condition()
-        self._replies: dict[str, dict] = {}
-        self._exits: dict[int, int] = {}
-        self._closed = False
+        self._replies, self._exits, self._closed = {}, {}, False
         self._reader = threading.Thread(target=self._read_replies, daemon=True)
         self._reader.start()
         ready = self._await(lambda: self._replies.pop("ready", None), start_timeout)
@@ -138,16 +136,18 @@ class WarmLauncher:
                 self._cond.wait(remaining)
 
     def spawn(self, argv: list[str], cwd: str | Path, env: dict[str, str], stdout: Path, stderr: Path,
-              cgroup: str | None = None) -> WarmProcess:
-        """Fork one agent process; ``cgroup``: the run's cgroup, joined before any agent code runs
-        (see :mod:`crashlab.world.runscope`)."""
+              cgroup: str | None = None, module: str | None = None) -> WarmProcess:
+        """Fork one agent process; ``cgroup``: the run's cgroup, joined before any agent code runs (see
+        :mod:`crashlab.world.runscope`). ``module``: the library's own ``python -m MODULE ARGV`` instead (a world's
+        server), which keeps this process's user and no limits, and appends to ``stderr``."""
         from dataclasses import asdict
 
         from crashlab.plumbing.sandbox import current
 
-        sandbox = current() if os.geteuid() == 0 else None  # the child drops to it right after the fork
+        sandbox = current() if os.geteuid() == 0 and not module else None  # the child drops to it after the fork
         reply = self._request({"argv": [str(a) for a in argv], "cwd": str(cwd), "env": env, "stdout": str(stdout),
-                               "stderr": str(stderr), "sandbox": sandbox and asdict(sandbox), "cgroup": cgroup}, 30)
+                               "stderr": str(stderr), "sandbox": sandbox and asdict(sandbox), "cgroup": cgroup,
+                               "module": module}, 30)
         if reply is None or "pid" not in reply:
             raise LauncherError(f"the warm launcher did not start the agent ({(reply or {}).get('error', 'no answer')})")
         return WarmProcess(self, reply["pid"], Path(stdout), Path(stderr))
@@ -264,14 +264,15 @@ def _run_child(request: dict) -> None:
 
         if request.get("sandbox"):
             Sandbox(**request["sandbox"]).demote()  # never run a student's agent as root
-        else:
+        elif not request.get("module"):
             apply_limits()
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
-        for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
-            target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        for fd, path in ((1, request["stdout"]), (2, request["stderr"])):  # never through a planted link
+            keep = os.O_APPEND if fd == 2 and request.get("module") else os.O_TRUNC
+            target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | keep, 0o644)
             os.dup2(target, fd)
             os.close(target)
         import io
@@ -282,10 +283,14 @@ def _run_child(request: dict) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        script = os.path.abspath(request["argv"][0])
-        sys.argv = [script, *request["argv"][1:]]
-        sys.path[0] = os.path.dirname(script)
-        runpy.run_path(script, run_name="__main__")
+        if request.get("module"):
+            sys.argv = [request["module"], *request["argv"]]
+            runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+        else:
+            script = os.path.abspath(request["argv"][0])
+            sys.argv = [script, *request["argv"][1:]]
+            sys.path[0] = os.path.dirname(script)
+            runpy.run_path(script, run_name="__main__")
         code = 0
     except SystemExit as exc:
         if exc.code is None:

@@ -12,7 +12,6 @@ import os
 import secrets
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -20,10 +19,11 @@ from pathlib import Path
 from crashlab.plumbing.tracebacks import cut_at_word, failure_words
 from crashlab.envnames import ENV_MODEL_URL, ENV_PRIVATE_DIR, ENV_SERVICES_URL, ENV_STATE_DIR
 from crashlab.order import ORDER_ID, check_order_id
-from crashlab.plumbing.processes import kill_group, kill_groups, read_line, signal_group
+from crashlab.plumbing.processes import kill_group, kill_groups, signal_group
 from crashlab.plumbing.sandbox import give
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
 from crashlab.world.errors import WorldError
+from crashlab.world.launch import start_server
 from crashlab.world.folder import AGENT_DIR, LEDGERS, LOG_FILE, READY_FILE, empty_world_folder, take_folder
 from crashlab.world.ledger import LedgerError
 
@@ -59,6 +59,7 @@ class World:
         self._token = token
         self._ledger_dir = ledger_dir
         self._scratch = False  # a folder start() made in the temporary folder, removed by stop()
+        self._stdout = None  # the server's stdout, read for its first line and kept open while it runs
         self._http = None  # one HTTP client for the admin API, made on first use (see _client)
         self._http_pid = 0
         self._http_lock = threading.Lock()
@@ -67,7 +68,7 @@ class World:
     @classmethod
     def start(cls, state_dir: str | os.PathLike | None = None, *, fresh: bool = True, port: int = 0,
               timeout: float = 15.0, stop_with_parent: bool = True, key_lease: float | None = None,
-              key_lifetime: float | None = None) -> "World":
+              key_lifetime: float | None = None, launcher=None) -> "World":
         """Start a world in its own process, with its state in ``state_dir``.
 
         The world deletes nothing it did not create. ``state_dir`` must not exist, be empty, or be a folder
@@ -88,7 +89,8 @@ class World:
         providers, which keep keys for about a day. None (the default) remembers keys for ever.
 
         With ``stop_with_parent`` the server exits on its own when this process dies, so a killed
-        kernel or test run never leaves a server behind.
+        kernel or test run never leaves a server behind. ``launcher``: a running warm launcher to fork the server
+        from (see :mod:`crashlab.world.launch`); by default a new interpreter.
         """
         key_lease = KEY_LEASE if key_lease is None else key_lease
         if not key_lease > 0:
@@ -115,32 +117,29 @@ class World:
             ledgers, ready_arg = Path(private) / f"world-{token[:12]}", []
         else:
             ledgers, ready_arg = state_dir / LEDGERS, ["--ready-file", str(ready)]
-        cmd = [sys.executable, "-P", "-m", "crashlab.world.server", "--state", str(ledgers), "--port", str(port),
-               "--key-lease", str(key_lease), *ready_arg]
+        args = ["--state", str(ledgers), "--port", str(port), "--key-lease", str(key_lease), *ready_arg]
         if key_lifetime is not None:
-            cmd += ["--key-lifetime", repr(float(key_lifetime))]
+            args += ["--key-lifetime", repr(float(key_lifetime))]
         if stop_with_parent:
-            cmd += ["--parent-pid", str(os.getpid())]
+            args += ["--parent-pid", str(os.getpid())]
         give(state_dir)  # while grading as root, the agents (the sandbox user) keep their state here
-        # O_NOFOLLOW: while grading, this folder belongs to the student, who may have planted a symlink
-        log = open(state_dir / LOG_FILE, "ab", opener=lambda path, flags: os.open(path, flags | os.O_NOFOLLOW, 0o644))
-        logged = log.seek(0, os.SEEK_END)  # the log is kept across --keep restarts: quote only this start's words
+        log_path = state_dir / LOG_FILE
+        # the log is kept across --keep restarts: a failure quotes only this start's words
+        logged = os.lstat(log_path).st_size if os.path.lexists(log_path) else 0
         env = {k: v for k, v in os.environ.items() if k != "CRASHLAB_SANDBOX"}
         env["CRASHLAB_WORLD_TOKEN"] = token
-        process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
-                                   start_new_session=True, env=env)
-        log.close()
-        line = read_line(process.stdout, timeout)
+        process, stdout, line = start_server(args, env, log_path, timeout, launcher)
         if not line:
             process.kill()
             process.wait()
-            said = failure_words((state_dir / LOG_FILE).read_bytes()[logged:].decode(errors="replace"), process.returncode)
+            stdout.close()
+            said = failure_words(log_path.read_bytes()[logged:].decode(errors="replace"), process.returncode)
             if scratch:
                 remove_scratch(state_dir)
             raise WorldError(f"the world server did not start ({said})" + ("" if scratch else f"; its log: {state_dir / LOG_FILE}"))
         info = json.loads(line)
         world = cls(state_dir, info["port"], info["pid"], process, token, ledgers)
-        world._scratch = scratch
+        world._scratch, world._stdout = scratch, stdout
         return world
 
     @classmethod
@@ -187,8 +186,8 @@ class World:
         self._stopped = True
         owned = self._process is not None
         if owned:
-            if self._process.stdout is not None:
-                self._process.stdout.close()
+            if self._stdout is not None:
+                self._stdout.close()
             if self._process.poll() is None:  # not reaped: its pid, which leads its group, is still its own
                 signal_group(self.pid, signal.SIGTERM)
                 try:
