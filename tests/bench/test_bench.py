@@ -163,7 +163,8 @@ def test_engines_that_cannot_run_become_rows_with_a_reason(tmp_path, monkeypatch
     matplotlib.use("Agg")
     ax = result.plot()
     assert [t.get_text() for t in ax.get_xticklabels()] == ["floor", "dbos-postgres", "no-such-engine"]
-    assert sum(t.get_text() == "n/a" for t in ax.texts) == 2
+    lost = result.floor_ms <= 0  # 3 fsyncs can take less than 1 on a busy disk: the floor has no ratio then either
+    assert sum(t.get_text() == "n/a" for t in ax.texts) == 2 + lost
 
 
 @pytest.mark.timeout(60)
@@ -236,5 +237,7 @@ def test_a_floor_lost_in_the_noise_gives_no_ratios_and_says_so(tmp_path, monkeyp
     floor, dbos = result.row("floor"), result.row("dbos-sqlite")
     assert floor.per_step_ms < 0 and "below this run's noise" in floor.note
     assert floor.ratio_to_floor is None and dbos.ratio_to_floor is None
-    assert "below the noise" in result.plot().get_title()
+    ax = result.plot()
+    assert "below the noise" in ax.get_title()
+    assert sum(t.get_text() == "n/a" for t in ax.texts) == 2, "no bar is drawn against a floor lost in the noise"
 
