@@ -18,7 +18,6 @@ import asyncio
 import builtins
 import importlib.abc
 import importlib.machinery
-import importlib.util
 import inspect
 import json
 import os
@@ -33,6 +32,7 @@ import time
 import traceback
 from pathlib import Path
 
+from crashlab.plumbing.lazy import lazy_module
 from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.plumbing import sandbox as sandboxes
 from crashlab.plumbing.process_tree import die_with_parent, exit_when_orphaned
@@ -43,7 +43,7 @@ from crashlab.grading.requirements import first_requirement, requirement_at
 
 HIDDEN_BEGIN, HIDDEN_END = "# BEGIN HIDDEN TESTS", "# END HIDDEN TESTS"
 # What every check may use without importing it (the lessons' notebooks import these early on). ``anthropic`` is
-# bound lazily (:func:`lazy_module`): its import is 1.3 s to 2 s of CPU in every grading, and most lessons' checks
+# bound lazily (:func:`crashlab.plumbing.lazy.lazy_module`): its import is 1.3 s to 2 s of CPU in every grading, and most lessons' checks
 # never touch it.
 BASE_PREAMBLE = """
 import json, os, subprocess, sys, time
@@ -51,20 +51,6 @@ from pathlib import Path
 import crashlab
 from crashlab.agent import MAX_TOKENS, MODEL, TOOLS
 """
-
-
-def lazy_module(name: str):
-    """``name`` as a module that is imported on its first attribute (the standard library's ``LazyLoader``). Loading
-    it later, inside a check, still gets the real library: the judge runs with ``-P`` (no folder of the student's on
-    its path), and :class:`StudentModules` proxies only the master's own module names."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    spec.loader = importlib.util.LazyLoader(spec.loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 class StudentCodeError(Exception):
@@ -352,7 +338,9 @@ class Checks:
         self.workdir, self.preamble, self.answer_cells, self.timeout = workdir, preamble, answer_cells, timeout
         self.student_modules = {*student_modules, *(str(cell["module"]) for cell in answer_cells)}
         self.namespace: dict = {"__name__": "__check__", "anthropic": lazy_module("anthropic")}
-        # The library and the SDKs the checks use are imported before any finder of the student's is in place.
+        # The library the checks use is imported before any finder of the student's is in place. ``anthropic``,
+        # loaded on its first use inside a check, still gets the real library: the judge runs with ``-P`` (no folder
+        # of the student's on its path), and StudentModules proxies only the master's own module names.
         run_code(BASE_PREAMBLE, "<base>", self.namespace)
         self.prepared = False
 

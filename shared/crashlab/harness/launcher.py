@@ -93,7 +93,8 @@ class WarmLauncher:
             [sys.executable, "-P", "-m", "crashlab.harness.launcher", str(req_read), str(rep_write), *self.preload],
             pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
             start_new_session=True)
-        os.close(req_read), os.close(rep_write)
+        for fd in (req_read, rep_write):  # the launcher's ends
+            os.close(fd)
         self._lock, self._cond = threading.Lock(), threading.Condition()
         self._replies, self._exits, self._closed = {}, {}, False
         self._reader = threading.Thread(target=self._read_replies, daemon=True)

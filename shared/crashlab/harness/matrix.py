@@ -71,8 +71,10 @@ def _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_cra
                launcher, fail=None, key_lifetime=None) -> Row:
     failing = check_failure(fail) if fail is not None else None  # before any world starts
     sandboxes.give(base)
-    warm = kept_launcher() if launcher == "warm" else launcher if isinstance(launcher, WarmLauncher) else None
-    world = World.start(base / "world", key_lifetime=key_lifetime, launcher=warm)  # forked too, when warm
+    if launcher == "warm":
+        launcher = kept_launcher()  # once: the row's world and every one of its runs fork from it
+    world = World.start(base / "world", key_lifetime=key_lifetime,
+                        launcher=launcher if isinstance(launcher, WarmLauncher) else None)
     label = point if then_crash_at is None else f"{point} + {then_crash_at}"
     try:
         if failing is not None:

@@ -4,6 +4,8 @@ Temporal client never loads the Restate one, and a lesson kernel that draws no h
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 from typing import Callable
 
 
@@ -26,4 +28,18 @@ def lazy_exports(namespace: dict, table: dict[str, str]) -> tuple[Callable, Call
     return __getattr__, __dir__
 
 
-__all__ = ["lazy_exports"]
+def lazy_module(name: str):
+    """``name`` as a module that is imported on its first attribute (the standard library's ``LazyLoader``); the
+    module itself if it is imported already. Any attribute loads it, ``__dict__`` included: code that scans
+    ``sys.modules`` reading attributes loads it there."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+__all__ = ["lazy_exports", "lazy_module"]

@@ -139,15 +139,21 @@ def signal_group(pid: int, sig: int) -> None:
         pass
 
 
-def read_line(stream, timeout: float) -> bytes:
-    """One line from a pipe, or b'' if none arrives within ``timeout`` seconds (or the pipe closes)."""
+def read_line(stream, timeout: float, process=None) -> bytes:
+    """One line from a pipe, or b'' if none arrives within ``timeout`` seconds (or the pipe closes). With
+    ``process`` (anything with ``poll()``), also b'' once it has exited with no line: for a pipe whose write end
+    something else holds open, which then never closes."""
     deadline = time.monotonic() + timeout
     data = b""
     fd = stream.fileno()
     while not data.endswith(b"\n"):
         remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+        if remaining <= 0:
             return b""
+        if not select.select([fd], [], [], remaining if process is None else min(remaining, 0.05))[0]:
+            if process is None or process.poll() is not None:
+                return b""
+            continue
         chunk = os.read(fd, 4096)
         if not chunk:
             return b""

@@ -8,10 +8,8 @@ server is a process of its own, in a session of its own, killed and restarted fo
 from __future__ import annotations
 
 import os
-import select
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from crashlab.plumbing.processes import read_line
@@ -42,25 +40,15 @@ def start_server(args: list[str], env: dict[str, str], log_path: Path, timeout: 
         os.mkfifo(fifo, 0o600)
         reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
         writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # ours, until the line: no end of file before it opens
+        stdout = os.fdopen(reader, "rb", buffering=0)
         try:
             process = launcher.spawn(args, os.getcwd(), env, fifo, log_path, module=SERVER)
-            line = _first_line(reader, process, timeout)
+            line = read_line(stdout, timeout, process)  # our write end is open: the server's exit ends the wait
         except BaseException:
-            os.close(reader)
+            stdout.close()
             raise
         finally:
             os.close(writer)
     finally:
         remove_scratch(folder)  # both ends are open: the name is no longer needed
-    return process, os.fdopen(reader, "rb", buffering=0), line
-
-
-def _first_line(fd: int, process, timeout: float) -> bytes:
-    deadline = time.monotonic() + timeout
-    data = b""
-    while not data.endswith(b"\n") and time.monotonic() < deadline:
-        if select.select([fd], [], [], 0.05)[0]:
-            data += os.read(fd, 4096)
-        elif process.poll() is not None:
-            return b""
-    return data if data.endswith(b"\n") else b""
+    return process, stdout, line
