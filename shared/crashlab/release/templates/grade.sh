@@ -28,6 +28,9 @@ fetch() {
     openssl enc -d -aes-256-cbc -pbkdf2 -iter 200000 -pass env:CRASHLAB_BUNDLE_KEY \
       -in "$tmp/bundle.enc" -out "$tmp/bundle.zip" 2> /dev/null \
       || fail "could not decrypt the grading bundle: is CRASHLAB_BUNDLE_KEY the key it was encrypted with?"
+    # AES-CBC has no check of its own: about one wrong key in 256 leaves valid padding and decrypts to noise
+    unzip -tq "$tmp/bundle.zip" > /dev/null 2>&1 \
+      || fail "could not decrypt the grading bundle: is CRASHLAB_BUNDLE_KEY the key it was encrypted with?"
     mkdir -p "$dir"
     unzip -q "$tmp/bundle.zip" -d "$dir"
   elif [ -n "${CRASHLAB_GRADER_REPO:-}" ]; then
