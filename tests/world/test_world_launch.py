@@ -20,6 +20,15 @@ def stat_ppid(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
+@pytest.fixture(autouse=True)
+def own_tmp(tmp_path, monkeypatch):
+    """A temporary folder of this test's own: other workers' forked worlds make their folders in the shared one."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
 def out_folders() -> set[str]:
     return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith("crashlab-world-out-")}
 
