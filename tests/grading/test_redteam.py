@@ -425,15 +425,35 @@ def test_a_stale_or_committed_results_file_scores_nothing(tmp_path):
 
 
 def test_an_interrupted_grading_writes_no_score_and_fails(tmp_path):
-    out = tmp_path / "results.json"
-    process = subprocess.Popen([sys.executable, "-m", "crashlab.cli", "grade", str(ROOT / "solutions" / LESSON1),
-                                "--json", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(12)
-    process.send_signal(signal.SIGTERM)
-    stdout, stderr = process.communicate(timeout=120)
-    assert process.returncode != 0
+    """SIGTERM while the master's notebook runs: its last cell waits on a process we can see, so the signal lands
+    mid-grading on any machine (a fixed sleep before it let a fast machine finish the grading first)."""
+    marker = f"crashlab-interrupted-grading-{os.getpid()}-{time.monotonic_ns()}"
+    nb = nbformat.read(ROOT / "solutions" / LESSON1, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(
+        f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'import time; time.sleep(3600)', {marker!r}])\n"))
+    path, out = tmp_path / LESSON1, tmp_path / "results.json"
+    nbformat.write(nb, path)
+    process = subprocess.Popen([sys.executable, "-m", "crashlab.cli", "grade", str(path), "--json", str(out),
+                                "--timeout", "600"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not pgrep(marker) and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert process.poll() is None and pgrep(marker), "the grading never reached the notebook's last cell"
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        for pid in pgrep(marker):
+            os.kill(int(pid), signal.SIGKILL)
+    assert process.returncode != 0, stderr[-800:]
     assert not out.exists(), "an interrupted grading must not leave a score behind"
     assert "score" not in stdout.lower(), stdout
+
+
+def pgrep(pattern: str) -> list[str]:
+    return subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
 
 
 # --- the fair side -------------------------------------------------------------------------------------------
