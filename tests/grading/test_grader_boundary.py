@@ -20,7 +20,7 @@ from crashlab.plumbing import sandbox as sandboxes
 from crashlab.grading.batch import discover
 from crashlab.grading.gradescope import find_submitted
 from crashlab.grading.grade import grade_notebook
-from crashlab.grading.judge import StudentModules
+from crashlab.grading.proxies import StudentModules
 from crashlab.grading.report import GradingError
 from crashlab.grading.submissions import masters_by_lesson
 from test_redteam import LESSON1, ROOT, ROOT_ONLY, assert_zero, grade, student_with

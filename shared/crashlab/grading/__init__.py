@@ -6,8 +6,10 @@
 - :mod:`crashlab.grading.isolation`    -- the sandbox user, the deadline, running the notebook as the student.
 - :mod:`crashlab.grading.checks`       -- scoring: the judge's checks and the crash matrices.
 - :mod:`crashlab.grading.judge`,
+  :mod:`crashlab.grading.proxies`,
   :mod:`crashlab.grading.subject`,
-  :mod:`crashlab.grading.remote`       -- the trusted judge, the untrusted subject, and the plain data between.
+  :mod:`crashlab.grading.remote`       -- the trusted judge, its proxies for the student's code, the untrusted
+                                          subject that runs it, and the plain data between.
 - :mod:`crashlab.grading.report`       -- the report and the Gradescope-shaped results file.
 """
 
