@@ -93,5 +93,22 @@ def failure_points(tool: str) -> list[str]:
     return points
 
 
-__all__ = ["ALLOWED_REPEAT", "FORMS", "FORMS_WITH_UNDO", "CrashPoint", "allowed_repeats", "check_crash_point",
+def check_on_path(point: str, failing: str | None = None) -> str:
+    """``point`` in its written form if a run can pass through it: a model call, or a tool the order calls -- on
+    the do path, or with ``failing`` (the tool that fails for good) on that failure path. A one-line ValueError
+    otherwise, before any run: a point off the path would only come back as "never reached" after the whole row."""
+    crash = CrashPoint.parse(point)
+    if crash.is_model_call:
+        return str(crash)
+    do, undo = failure_path(failing) if failing else (list(TOOL_ORDER), [])
+    if crash.op in do or crash.op in undo:
+        return str(crash)
+    if failing is None:
+        raise ValueError(f"crash point {point!r}: {crash.op} is an undo step, called only when a step fails for "
+                         f"good: give the failure too (--fail STEP, or fail= in Python; such as reserve_item)")
+    raise ValueError(f"crash point {point!r}: when {failing} fails for good the order calls {', '.join(do)}, then "
+                     f"{', '.join(undo)}: {crash.op} is never called")
+
+
+__all__ = ["ALLOWED_REPEAT", "FORMS", "FORMS_WITH_UNDO", "CrashPoint", "allowed_repeats", "check_crash_point", "check_on_path",
            "default_points", "failure_points"]

@@ -319,6 +319,25 @@ def test_a_point_no_run_can_reach_is_refused_before_any_run(point, why):
         resolve_points([point])
 
 
+@pytest.mark.parametrize("point, fail, why", [
+    ("after:refund_charge", None, "refund_charge is an undo step, called only when a step fails for good"),
+    ("before:send_cancellation", None, "give the failure too"),
+    ("after:send_confirmation", "reserve_item", "when reserve_item fails for good .* send_confirmation is never called"),
+    ("after:release_item", "reserve_item:out_of_stock", "release_item is never called"),
+])
+def test_a_point_off_the_path_the_rows_take_is_refused_before_any_run(point, fail, why):
+    with pytest.raises(ValueError, match=why):
+        resolve_points([point], fail)
+
+
+def test_the_points_of_the_path_the_rows_take_are_accepted():
+    assert resolve_points("after:refund_charge,after:send_cancellation", "reserve_item") == [
+        "after:refund_charge", "after:send_cancellation"]
+    assert resolve_points(["after:release_item", "after:model#2"], "send_confirmation") == [
+        "after:release_item", "after:model#2"]
+    assert resolve_points(["before:model#9"]) == ["before:model#9"]  # an agent may ask the model more often
+
+
 @pytest.mark.parametrize("points", ["before:", "after: "])
 def test_a_point_without_an_op_is_invalid(points):
     with pytest.raises(ValueError):

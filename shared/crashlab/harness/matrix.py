@@ -18,7 +18,7 @@ from crashlab.plumbing import sandbox as sandboxes
 from crashlab.harness.runs import CrashTestAgents, ProcessRun, RowsStopped, RunningAgent, run_agent, start_agent
 from crashlab.harness.verdicts import BASELINE, EXPECTATIONS, FAILURE_EXPECTATIONS, Row, judge
 from crashlab.harness.launcher import WarmLauncher, kept_launcher
-from crashlab.crash_points import check_crash_point, default_points, failure_points
+from crashlab.crash_points import check_on_path, default_points, failure_points
 from crashlab.order import ORDER_ID, TOOL_ORDER, check_failure, failure_path
 from crashlab.plumbing.outputs import MATRIX, write_output
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
@@ -166,11 +166,12 @@ def double_crash_pairs(sample: int | None = 6, fail: str | None = None) -> list[
 
 def resolve_points(points: str | list[str], fail: str | None = None) -> list[str]:
     """``"all"`` means every point of the order task (with ``fail``, of its failure path); otherwise a list or a
-    comma-separated string."""
+    comma-separated string, each a point of that path (a ValueError, one line, for one no run could reach)."""
+    failing = None if fail is None else check_failure(fail)[0]
     if isinstance(points, str):
-        every = default_points() if fail is None else failure_points(check_failure(fail)[0])
+        every = default_points() if failing is None else failure_points(failing)
         points = every if points == "all" else [p.strip() for p in points.split(",") if p.strip()]
-    return [check_crash_point(p) for p in points]  # ValueError for a point no run could reach
+    return [check_on_path(p, failing) for p in points]
 
 
 @dataclass
@@ -301,7 +302,7 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
     todo: list[tuple[str, str | None]] = [(BASELINE, None)] if baseline else []
     todo += [(p, None) for p in resolve_points(points, fail)]
     for first, second in double or []:
-        resolve_points([first, second])
+        resolve_points([first, second], fail)
         todo.append((first, second))
     started = time.time()
     own_dir = workdir is None
