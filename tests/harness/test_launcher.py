@@ -63,6 +63,18 @@ def test_warm_child_reports_exit_codes_and_errors(tmp_path, launcher):
         assert run.returncode == 1 and "ValueError: boom" in run.stderr
 
 
+def test_a_warm_child_has_the_default_sigchld_and_no_wakeup_pipe_and_its_own_children_run(tmp_path, launcher):
+    """The launcher sleeps until SIGCHLD writes to its wakeup pipe; a child it forks must not keep either. With the
+    launcher's handler an agent's own signals would write into a file descriptor that may by then be one of its files."""
+    script = tmp_path / "signals.py"
+    script.write_text("import signal, subprocess, sys\n"
+                      "print(signal.getsignal(signal.SIGCHLD) is signal.SIG_DFL, signal.set_wakeup_fd(-1))\n"
+                      "print(subprocess.run([sys.executable, '-c', 'print(7)'], capture_output=True, text=True).stdout)\n")
+    with World.start(tmp_path / "w") as world:
+        runs = [run_agent(script, world, launcher=launcher) for _ in range(3)]
+    assert [(run.returncode, run.stdout.split()) for run in runs] == [(0, ["True", "-1", "7"])] * 3, runs[0].stderr
+
+
 def test_warm_children_do_not_share_agent_state(tmp_path, launcher):
     """A module the agent imports is imported afresh in each child."""
     (tmp_path / "counter_mod.py").write_text("COUNT = []\n")

@@ -12,7 +12,7 @@ how it starts:
 
 Both give the same crash matrix (the test suite checks it on real agents); ``warm`` makes whole matrices fast
 enough to run inside a lesson. The launcher's protocol is JSON lines over two pipes, single-threaded, so forking
-is safe.
+is safe; the launcher's own process is :mod:`crashlab.harness.launcher_process`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,6 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import runpy
-import select
-import signal
 import subprocess
 import sys
 import tempfile
@@ -187,7 +184,7 @@ class WarmLauncher:
         try:
             self._process.wait(10)
         except subprocess.TimeoutExpired:
-            _kill_group(self._process.pid)
+            kill_group(self._process.pid)  # it leads its own group (start_new_session)
             self._process.wait(10)
         self._log.close()
 
@@ -250,151 +247,7 @@ def close_kept_launchers() -> None:
 atexit.register(close_kept_launchers)
 
 
-# --- the launcher process ---------------------------------------------------------------------------------
-def _run_child(request: dict) -> None:
-    """In the forked child: become the agent process, run the file as __main__, exit. Never returns."""
-    code = 1
-    try:
-        os.setsid()  # a session and process group of its own
-        from crashlab.plumbing.sandbox import Sandbox, apply_limits
+if __name__ == "__main__":  # the launcher process itself: see crashlab.harness.launcher_process
+    from crashlab.harness.launcher_process import serve
 
-        if request.get("cgroup"):  # the run's mark, before it drops to the sandbox user (who could not join)
-            from crashlab.world.runscope import join_cgroup
-
-            join_cgroup(request["cgroup"])
-
-        if request.get("sandbox"):
-            Sandbox(**request["sandbox"]).demote()  # never run a student's agent as root
-        elif not request.get("module"):
-            apply_limits()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        for fd, path in ((1, request["stdout"]), (2, request["stderr"])):  # never through a planted link
-            keep = os.O_APPEND if fd == 2 and request.get("module") else os.O_TRUNC
-            target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | keep, 0o644)
-            os.dup2(target, fd)
-            os.close(target)
-        import io
-
-        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
-        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
-        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        if request.get("module"):
-            sys.argv = [request["module"], *request["argv"]]
-            runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
-        else:
-            script = os.path.abspath(request["argv"][0])
-            sys.argv = [script, *request["argv"][1:]]
-            sys.path[0] = os.path.dirname(script)
-            runpy.run_path(script, run_name="__main__")
-        code = 0
-    except SystemExit as exc:
-        if exc.code is None:
-            code = 0
-        elif isinstance(exc.code, int):
-            code = exc.code
-        else:
-            print(exc.code, file=sys.stderr)
-            code = 1
-    except BaseException as exc:  # the agent's own error: print it as ``python AGENT.py`` would
-        import traceback
-
-        tb = exc.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename in (__file__, runpy.__file__, "<frozen runpy>"):
-            tb = tb.tb_next  # the launcher's and runpy's frames: not the agent's
-        traceback.print_exception(type(exc), exc, tb)  # none left for a syntax error: as the interpreter says it
-        code = 1
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
-
-
-def serve(req_fd: int, rep_fd: int, preload: list[str]) -> None:
-    def send(message: dict) -> None:
-        os.write(rep_fd, (json.dumps(message) + "\n").encode())
-
-    error = _import_more(preload)
-    send({"id": "ready", "ok": error is None, "error": error})
-    if error:
-        return
-    children: set[int] = set()
-    unsafe = None  # why forking this process is no longer safe (an import started a thread)
-    buffer = b""
-    while True:
-        readable, _, _ = select.select([req_fd], [], [], 0.01)
-        if readable:
-            data = os.read(req_fd, 1 << 16)
-            if not data:
-                break
-            buffer += data
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                request = json.loads(line)
-                if "import" in request:
-                    error = _import_more(request["import"])
-                    unsafe = unsafe or (error if threading.active_count() > 1 else None)
-                    send({"id": request["id"], "ok": error is None, "error": error})
-                    continue
-                if unsafe:
-                    send({"id": request["id"], "error": unsafe})
-                    continue
-                pid = os.fork()
-                if pid == 0:
-                    os.close(req_fd)
-                    os.close(rep_fd)
-                    _run_child(request)
-                children.add(pid)
-                send({"id": request["id"], "pid": pid})
-        while children:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            children.discard(pid)
-            send({"exited": pid, "code": os.waitstatus_to_exitcode(status)})
-    for pid in children:  # the harness went away: take the children, and their process groups, with us
-        _kill_group(pid)
-
-
-def _import_more(names: list[str]) -> str | None:
-    """Import modules into the launcher (and, with the SDK's facade, do the SDK's first-call work once here instead
-    of in every agent process); why that failed, or None."""
-    import importlib
-
-    for name in names:
-        try:
-            importlib.import_module(name)
-        except Exception as exc:  # noqa: BLE001 -- said to the harness, which raises it as a LauncherError
-            return f"cannot import {name}: {exc}"
-    if "crashlab.agent" in names:
-        try:
-            sys.modules["crashlab.agent"].warm_up_sdk()
-        except Exception:  # noqa: BLE001 -- only a saving: the agents do that work themselves
-            pass
-    if threading.active_count() > 1:
-        return f"importing {names} started threads; forking is unsafe"
-    return None
-
-
-def _kill_group(pid: int) -> None:
-    """SIGKILL ``pid`` and the process group it leads (each child, and the launcher, leads one of its own; a
-    child just forked may not have made its group yet). Only for a child not yet reaped: its pid is still its own."""
-    for kill in (os.kill, os.killpg):
-        try:
-            kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-if __name__ == "__main__":
     serve(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:])
