@@ -61,7 +61,7 @@ demo: setup
 # tests/grading/test_student_notebooks.py) and nbval over the masters (full output comparison), in one pool
 # (tests/conftest.py keeps each notebook's cells on one worker). Three workers on two cores: much of the
 # suite waits on agent processes, servers and timeouts (on an earlier, smaller suite, a fresh clone took
-# 11 min 46 s with three and 13 min 54 s with two; the README gives today's times).
+# 11 min 46 s with three and 13 min 54 s with two; the README gives the latest times).
 test: setup lint
 	$(BIN)/python -m pytest solutions tests -q -n 3 --nbval --nbval-sanitize-with $(NBVAL_SANITIZE) --durations=25
 
