@@ -157,4 +157,24 @@ def test_a_failure_in_the_set_up_above_the_first_marker_names_the_requirement_it
         exec(compile(source, "<check>", "exec"), {"run": lambda: {}["world"]})
     except KeyError as exc:
         said = feedback(exc, source)
-    assert said == "KeyError, while preparing the check of requirement [R1] returns a list: 'world'", said
+    assert said == "KeyError, while preparing the check of requirement [R1] returns a list: no key 'world'", said
+
+
+def test_a_placeholder_still_raising_is_said_to_be_not_answered_yet():
+    """The student's NotImplementedError is the student notebook's placeholder: the feedback says the exercise is not
+    answered yet, where, and which requirement's check met it; another exception of theirs is said as it was raised."""
+    from crashlab.grading.judge import feedback
+
+    source = '# [R1] a key -- text: "a key"\nassert keys()\n'
+    stub, other = NotImplementedError(), ValueError("no order")
+    stub.__student__, stub.__where__ = "NotImplementedError", "keys.py, line 6"
+    other.__student__, other.__where__ = "ValueError: no order", "keys.py, line 9"
+    for exc, expected in ((stub, "not answered yet: your code still raises NotImplementedError (keys.py, line 6), the "
+                                 "placeholder's exception, in the check of requirement [R1] a key"),
+                          (other, "your code raised ValueError: no order (keys.py, line 9), in the check "
+                                  "of requirement [R1] a key")):
+        try:
+            exec(compile(source, "<check>", "exec"), {"keys": lambda exc=exc: (_ for _ in ()).throw(exc)})
+        except Exception as raised:
+            said = feedback(raised, source)
+        assert said == expected, said
