@@ -44,6 +44,10 @@ BAD_INPUTS = [
     bad("double-negative", ["crash-test", "agent.py", "--double", "-1"]),
     bad("double-more-than-exist", ["crash-test", "agent.py", "--double", "100"]),
     bad("double-more-than-the-failure-path-has", ["crash-test", "agent.py", "--fail", "reserve_item", "--double", "18"]),
+    # autograder: a key file that holds no key (openssl would take its first line as the password)
+    bad("autograder-key-is-an-agent-file", ["autograder", "out.zip", "--encrypt", "agent.py"]),
+    bad("autograder-key-is-a-notebook", ["autograder", "out.zip", "--encrypt", "nb.ipynb"]),
+    bad("autograder-key-is-a-folder", ["autograder", "out.zip", "--encrypt", "folder"]),
     # crash-test: crash points, faults, order
     bad("points-empty", ["crash-test", "agent.py", "--points", ""]),
     bad("points-only-commas", ["crash-test", "agent.py", "--points", " , "]),

@@ -70,13 +70,17 @@ def _release(args) -> int:
 
 def _autograder(args) -> int:
     from crashlab.plumbing.outputs import BUNDLE, ENCRYPTED_BUNDLE
-    from crashlab.release.bundle import build_autograder, encrypt, encrypted_name
+    from crashlab.release.bundle import build_autograder, check_key_file, encrypt, encrypted_name
 
     if args.encrypt and shutil.which("openssl") is None:
         raise UsageError("--encrypt needs the openssl command, which is not installed")
     check.check_output(args.out, BUNDLE, args.force)
     if args.encrypt:
         check.check_output(str(encrypted_name(Path(args.out))), ENCRYPTED_BUNDLE, args.force)
+        try:
+            check_key_file(Path(args.encrypt))  # before the bundle is built: a minute lost otherwise
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     try:
         graded = build_autograder(Path(args.out), args.notebooks, force=args.force)
     except ValueError as exc:  # an unknown lesson, or (OutputError) an output that appeared meanwhile
@@ -281,7 +285,8 @@ def add_class_commands(sub) -> None:
     autograder.add_argument("--notebooks", type=_notebook_names, metavar="LIST",
                             help="the lessons it grades, comma-separated numbers or names (default: all)")
     autograder.add_argument("--encrypt", type=check.output_file, metavar="KEYFILE",
-                            help="also write OUT.zip.enc, encrypted with the key in KEYFILE (made if missing)")
+                            help="also write OUT.zip.enc, encrypted with the key in KEYFILE (made if missing; an "
+                                 "existing KEYFILE must hold a key this option made)")
     check.force_option(autograder)
     autograder.set_defaults(func=_autograder)
 

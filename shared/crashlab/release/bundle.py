@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import subprocess
 import tempfile
@@ -103,12 +104,34 @@ def encrypted_name(bundle: Path) -> Path:
     return bundle.with_name(bundle.name + ".enc")
 
 
+# What ``--encrypt`` writes (``secrets.token_urlsafe(32)``: 43 characters) and what it takes back: one line of
+# URL-safe characters, 32 at least.
+_KEY = re.compile(rb"[A-Za-z0-9_-]{32,512}\r?\n?")
+
+
+def check_key_file(key_file: Path) -> None:
+    """A ValueError, in one line, unless ``key_file`` is missing (a key is made there) or holds a key as
+    :func:`encrypt` makes them. openssl takes the first line of any file as the password: a notebook's ``{`` or a
+    README's title would encrypt the bundle with a key anyone can guess, and nothing would say so."""
+    if not key_file.exists() and not key_file.is_symlink():
+        return
+    if not key_file.is_file():
+        raise ValueError(f"the key file {key_file} is not a file: name the key file --encrypt made before, or a new "
+                         f"path for a new key")
+    with open(key_file, "rb") as f:
+        head = f.read(1024)
+    if not _KEY.fullmatch(head):
+        raise ValueError(f"{key_file} does not hold a key as --encrypt makes them (one line of 32 or more letters, "
+                         f"digits, '-' or '_'): name that key file, or a new path for a new key")
+
+
 def encrypt(bundle: Path, key_file: Path, *, force: bool = False) -> Path:
     """``bundle`` encrypted with the key in ``key_file`` (a new random key is written there if it does not
     exist); returns the ``.enc`` file, which replaces only an earlier encrypted bundle (or anything, with
     ``force``). The classroom workflow decrypts it with ``openssl`` too."""
     target = encrypted_name(bundle)
     check_replaceable(target, ENCRYPTED_BUNDLE, force=force)
+    check_key_file(key_file)
     if not key_file.exists():
         fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
