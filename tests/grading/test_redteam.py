@@ -45,6 +45,11 @@ def grade(nb, tmp_path: Path, **kwargs):
     return grade_notebook(path, **kwargs)
 
 
+def pgrep(pattern: str) -> list[str]:
+    """The pids of live processes whose command line holds ``pattern``."""
+    return subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
+
+
 def assert_zero(report):
     assert report.score == 0, str(report)
     assert report.max_score >= 12
@@ -398,7 +403,7 @@ def test_a_cell_that_ignores_signals_and_a_daemon_are_stopped_at_the_deadline(tm
     assert_zero(report)
     assert json.loads(out.read_text())["score"] == 0, "the results were still written"
     assert any("deadline" in note for note in report.notes), report.notes
-    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+    left = pgrep(marker)
     assert not left, f"processes the submission started outlived grading: {left}"
 
 
@@ -450,10 +455,6 @@ def test_an_interrupted_grading_writes_no_score_and_fails(tmp_path):
     assert process.returncode != 0, stderr[-800:]
     assert not out.exists(), "an interrupted grading must not leave a score behind"
     assert "score" not in stdout.lower(), stdout
-
-
-def pgrep(pattern: str) -> list[str]:
-    return subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
 
 
 # --- the fair side -------------------------------------------------------------------------------------------
