@@ -208,3 +208,58 @@ def test_crash_tests_keep_one_launcher_and_replace_a_dead_one():
                        progress=False)
     assert again.rows[0].reached and again.rows[0].duplicates == 1, again
     assert kept_launcher() is not kept and kept_launcher().alive()
+
+
+FORKED = """
+import os, sys, tempfile
+from crashlab.harness.launcher import fork_kept_launcher, kept_launcher
+forked = fork_kept_launcher()
+secret = open(sys.argv[1]).read()  # read after the fork, as the judge reads its job: no agent may hold it
+launcher = kept_launcher()
+probe = sys.argv[2]
+run = launcher.spawn([probe], os.getcwd(), dict(os.environ, TMPDIR=sys.argv[3]), probe + ".out", probe + ".err")
+code = run.wait(30)
+print(forked, launcher.pid != os.getpid(), code, run.output()[0].strip(), run.output()[1][-300:].strip())
+"""
+PROBE = """
+import gc, os, sys, tempfile
+needle = "hidden-" + "expectation-42"  # made here: the source holds only its halves
+held = any(r is not needle and isinstance(r, str) and needle in r for o in gc.get_objects() for r in gc.get_referents(o))
+print(os.getppid(), tempfile.gettempdir(), held)
+"""
+
+
+def test_a_process_forked_from_a_launcher_forks_its_own_launcher_before_it_reads_anything_private(tmp_path):
+    """The judge is forked from the grader's launcher with the SDK imported; its own launcher is then a fork of it,
+    not a new interpreter that imports the SDK again. Made before the judge reads its job, it holds nothing of it;
+    and the agents it forks choose their temporary folder from their own environment, not from a cached one."""
+    (tmp_path / "forked_probe.py").write_text(FORKED)
+    (tmp_path / "probe.py").write_text(PROBE)
+    (tmp_path / "job").write_text("hidden-expectation-" + "42")
+    ours, theirs = tmp_path / "judge-tmp", tmp_path / "agent-tmp"
+    ours.mkdir()
+    theirs.mkdir()
+    env = {**os.environ, "TMPDIR": str(ours)}
+    with WarmLauncher(("crashlab.harness",)) as outer:
+        process = outer.spawn([str(tmp_path / "forked_probe.py"), str(tmp_path / "job"), str(tmp_path / "probe.py"),
+                               str(theirs)],
+                              tmp_path, env, tmp_path / "out", tmp_path / "err")
+        assert process.wait(60) == 0, process.output()
+        fields = process.output()[0].split()
+    assert fields[:3] == ["True", "True", "0"], fields
+    parent, temp_dir, held = fields[3:6]
+    assert int(parent) != process.pid and int(parent) != outer.pid, "the agent's parent is the forked launcher"
+    assert temp_dir == str(theirs), "the agent's TMPDIR, not the one its launcher had cached"
+    assert held == "False", "the forked launcher was made before the job was read"
+
+
+@pytest.mark.parametrize("setup", ["", "import anthropic, httpx, crashlab.agent, threading, time\n"
+                                       "threading.Thread(target=time.sleep, args=(5,), daemon=True).start()\n"],
+                         ids=["without-the-sdk", "with-a-second-thread"])
+def test_fork_kept_launcher_declines_where_forking_would_save_nothing_or_be_unsafe(setup):
+    import subprocess
+    import sys
+
+    code = setup + "from crashlab.harness.launcher import fork_kept_launcher\nprint(fork_kept_launcher())\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "False", done.stderr

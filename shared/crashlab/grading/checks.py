@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Callable
 
@@ -41,13 +40,12 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline,
            "checks": [{"name": grade_id(c), "source": c.source} for c in tests], "answer_cells": answer_cells,
            "student_modules": sorted(name[:-3] for name in written_files(master) if name.endswith(".py")),
            "references": lesson_references(master)}
-    env = isolation.env()
-    # -P: the judge runs as root in the student's folder; a `crashlab/` planted there must not be imported
-    process = subprocess.Popen([sys.executable, "-P", "-m", "crashlab.grading.judge"], cwd=isolation.workdir, env=env,
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               start_new_session=True, preexec_fn=die_with_parent())  # and with us if we are killed
+    job_file, results_file, errors_file = (isolation.private / name for name in ("judge-job.json", "judge-results",
+                                                                                "judge-errors"))
+    job_file.write_text(json.dumps(job))  # in the grader's own folder: the sandbox user cannot read it
+    process = start_judge(isolation, job_file, results_file, errors_file)
     results: dict[str, dict] = {}
-    out, err = _talk_to_judge(process, json.dumps(job).encode(), deadline, on_result)
+    out, err = _talk_to_judge(process, results_file, errors_file, deadline, on_result)
     last_words = cut_at_word((err.decode(errors="replace").strip().splitlines() or [""])[-1], 300)
     for line in out.decode(errors="replace").splitlines():
         try:
@@ -71,43 +69,79 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline,
     return graded
 
 
-def _talk_to_judge(process: subprocess.Popen, job: bytes, deadline: Deadline,
-                   on_result: Callable[[str, bool], None] | None) -> tuple[bytes, bytes]:
-    """Send the job, read the judge's results line by line as they come (telling ``on_result``), and stop it at
-    the deadline. Its stdout and stderr, whole."""
-    out, err = [], []
+# What the judge imports before its first check, for the grader's launcher to import once: the judge forked from
+# it starts with them (and with the SDK, which the judge's own launcher then needs no interpreter to import).
+JUDGE_IMPORTS = ("crashlab.harness", "crashlab.grading.proxies", "crashlab.grading.answer_cells",
+                 "crashlab.grading.requirements", "crashlab.grading.references", "crashlab.lessons.kernel")
 
-    def read_results() -> None:
-        for line in process.stdout:
-            out.append(line)
+
+def start_judge(isolation: Isolation, job_file: Path, results_file: Path, errors_file: Path):
+    """``python -P -m crashlab.grading.judge JOB`` in the student's folder, its stdout to ``results_file`` and its
+    stderr to ``errors_file``: forked from this process's kept launcher (no interpreter to start, and no SDK to
+    import again for the judge's own agents), or, if that launcher cannot be had, a new interpreter that dies with
+    us. Either way a fresh process in a session of its own, with the isolation's environment."""
+    from crashlab.harness.launcher import LauncherError, kept_launcher
+
+    try:
+        launcher = kept_launcher(JUDGE_IMPORTS)
+    except LauncherError:
+        launcher = None
+    if launcher is not None:
+        try:
+            return launcher.spawn([str(job_file)], isolation.workdir, isolation.env(), results_file, errors_file,
+                                  module="crashlab.grading.judge")
+        except LauncherError:
+            pass
+    # -P: the judge runs as root in the student's folder; a `crashlab/` planted there must not be imported
+    with open(results_file, "wb") as out, open(errors_file, "ab") as err:
+        return subprocess.Popen([sys.executable, "-P", "-m", "crashlab.grading.judge", str(job_file)],
+                                cwd=isolation.workdir, env=isolation.env(), stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=err, start_new_session=True, preexec_fn=die_with_parent())
+
+
+def _talk_to_judge(process, results_file: Path, errors_file: Path, deadline: Deadline,
+                   on_result: Callable[[str, bool], None] | None) -> tuple[bytes, bytes]:
+    """Wait for the judge, telling ``on_result`` each result as it lands in ``results_file`` (a lesson's checks
+    take minutes on a loaded machine: the command line says so as they come), and stop it at the deadline. Its
+    stdout and stderr, whole."""
+    told = 0
+
+    def tell_new() -> None:
+        nonlocal told
+        lines = _read_bytes(results_file).split(b"\n")[:-1]  # complete lines only
+        for line in lines[told:]:
             if on_result is not None:
                 try:
                     result = json.loads(line)
                     on_result(str(result["name"]), result.get("passed") is True)
                 except (ValueError, KeyError, TypeError):
                     pass
+        told = max(told, len(lines))
 
-    readers = [threading.Thread(target=read_results, daemon=True),
-               threading.Thread(target=lambda: err.append(process.stderr.read()), daemon=True)]
-    for reader in readers:
-        reader.start()
     try:
-        process.stdin.write(job)
-        process.stdin.close()
-    except BrokenPipeError:
-        pass  # the judge died at once: its stderr says why
-    try:
-        process.wait(timeout=max(1.0, deadline.left()))
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        while True:
+            try:
+                process.wait(timeout=min(0.25, max(0.0, deadline.left())))
+                break
+            except subprocess.TimeoutExpired:
+                tell_new()
+                if deadline.passed:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+                    break
     except BaseException:  # Ctrl-C or SIGTERM of the grader: the judge, in a session of its own, goes too
         kill_tree(process.pid)
         process.wait()
         raise
-    for reader in readers:
-        reader.join()
-    return b"".join(out), b"".join(err)
+    tell_new()
+    return _read_bytes(results_file), _read_bytes(errors_file)
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
 
 
 # How the harness quotes an agent's last words in a verdict (crashlab.harness.matrix and .verdicts).

@@ -7,8 +7,8 @@ proxy: every call crosses into a *subject* process (:mod:`crashlab.grading.subje
 sandbox user, and only plain data comes back (see :mod:`crashlab.grading.remote`). The asserts run
 here, and the hidden expectations never leave this process.
 
-The grader starts ``python -m crashlab.grading.judge`` with a JSON job on stdin and reads one JSON
-result per check from stdout.
+The grader starts ``python -m crashlab.grading.judge JOB`` (forked from its warm launcher, or a new interpreter)
+with the path of a JSON job in the grader's own folder, and reads one JSON result per check from its stdout.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import time
 import traceback
 from pathlib import Path
 
+from crashlab.harness.launcher import fork_kept_launcher
 from crashlab.plumbing.lazy import lazy_module
 from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.plumbing import sandbox as sandboxes
@@ -155,8 +156,11 @@ class Checks:
 
 
 def main() -> None:
+    # Forked from the grader's launcher, the judge has the SDK imported: its own launcher can be a fork of it, made
+    # now, while it has one thread and has not read its job, so no agent it forks holds the hidden checks.
+    fork_kept_launcher()
     exit_when_orphaned()  # a grader killed by SIGKILL takes its judge along (and the judge its subject)
-    job = json.loads(sys.stdin.read())
+    job = json.loads(Path(sys.argv[1]).read_text())
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # whatever a check prints goes to stderr; stdout carries only the results
     sandbox = sandboxes.current()

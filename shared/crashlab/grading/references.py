@@ -5,8 +5,9 @@ Lesson 4's workflow (exercise 2) imports the steps of exercise 1. Crash-tested a
 (a ``uuid4()`` key) would cost exercise 2's points as well as exercise 1's. So the checks that judge the
 workflow run a copy of the student's files with the earlier exercise's file replaced by the master's.
 
-The master's answers reach only the trusted judge (in its job, on stdin) and the grader; the copy is made
-after the earlier exercise has been judged, so the student's code of that exercise never runs beside it.
+The master's answers reach only the trusted judge (in its job, a file in the grader's own folder) and the
+grader; the copy is made after the earlier exercise has been judged, so the student's code of that exercise
+never runs beside it.
 Outside grading -- the learner's own kernel, a master executed by its author -- there are no references and
 the agent runs as it is.
 

@@ -76,20 +76,73 @@ def _read_own_file(path: Path) -> str:
         return f.read(1 << 20).decode(errors="replace")
 
 
+class _ForkedLauncher:
+    """The launcher as a fork of this process, with the parts of ``subprocess.Popen`` that :class:`WarmLauncher`
+    uses. The child keeps only the two pipes and the log, leads a session of its own, and never returns into the
+    caller's code: it serves until its request pipe closes, then exits."""
+
+    def __init__(self, req_read: int, rep_write: int, log: int, preload: tuple[str, ...]):
+        self.returncode: int | None = None
+        self.pid = os.fork()
+        if self.pid == 0:
+            code = 1
+            try:
+                os.setsid()
+                null = os.open(os.devnull, os.O_RDONLY)
+                os.dup2(null, 0)
+                for fd in (1, 2):
+                    os.dup2(log, fd)
+                keep = sorted({0, 1, 2, req_read, rep_write})
+                for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")]):
+                    os.closerange(low + 1, high)  # the caller's files and pipes are not the launcher's
+                from crashlab.harness.launcher_process import serve
+
+                serve(req_read, rep_write, list(preload))
+                code = 0
+            finally:
+                os._exit(code)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped by someone else (a subreaper's sweep): gone all the same
+                self.returncode = 0
+                return self.returncode
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout)
+            time.sleep(0.02)
+        return self.returncode
+
+
 class WarmLauncher:
     """One warm interpreter that forks agent processes on request. Use as a context manager."""
 
-    def __init__(self, preload: tuple[str, ...] | list[str] = DEFAULT_PRELOAD, start_timeout: float = 60.0):
+    def __init__(self, preload: tuple[str, ...] | list[str] = DEFAULT_PRELOAD, start_timeout: float = 60.0,
+                 fork: bool = False):
+        """``fork``: the launcher is a fork of this process instead of a new interpreter (see
+        :func:`fork_kept_launcher`, the only caller that may ask for it)."""
         self.preload = tuple(dict.fromkeys((*DEFAULT_PRELOAD, *preload)))
         req_read, self._req_write = os.pipe()
         self._rep_read, rep_write = os.pipe()
         # The launcher's own output goes to a file of its own, never to ours: in a notebook, whatever a helper
         # process writes to the kernel's stderr shows up in the cell that happens to be running.
         self._log = tempfile.TemporaryFile()
-        self._process = subprocess.Popen(
-            [sys.executable, "-P", "-m", "crashlab.harness.launcher", str(req_read), str(rep_write), *self.preload],
-            pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
-            start_new_session=True)
+        if fork:
+            self._process = _ForkedLauncher(req_read, rep_write, self._log.fileno(), self.preload)
+        else:
+            self._process = subprocess.Popen(
+                [sys.executable, "-P", "-m", "crashlab.harness.launcher", str(req_read), str(rep_write),
+                 *self.preload],
+                pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
+                start_new_session=True)
         for fd in (req_read, rep_write):  # the launcher's ends
             os.close(fd)
         self._lock, self._cond = threading.Lock(), threading.Condition()
@@ -232,6 +285,21 @@ def kept_launcher(preload: tuple[str, ...] | list[str] = ()) -> WarmLauncher:
         launcher = WarmLauncher(wanted)
         _kept = (os.getpid(), launcher)
         return launcher
+
+
+def fork_kept_launcher() -> bool:
+    """Make this process's kept launcher a fork of this process, when that is both safe and a saving: the process
+    has the SDK imported already (it was itself forked from a launcher) and runs one thread only. The judge
+    calls it first thing, before it starts a thread and before it reads its job, so the launcher -- and every
+    agent it forks -- holds the libraries and nothing of the grading. True if it did."""
+    global _kept
+    if threading.active_count() > 1 or not all(name in sys.modules for name in DEFAULT_PRELOAD):
+        return False
+    with _kept_lock:
+        if _kept is not None and _kept[0] == os.getpid():
+            return False
+        _kept = (os.getpid(), WarmLauncher(fork=True))
+        return True
 
 
 def close_kept_launchers() -> None:

@@ -51,6 +51,9 @@ def _run_child(request: dict) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        import tempfile
+
+        tempfile.tempdir = None  # chosen again from this environment's TMPDIR, not the one the launcher cached
         if request.get("module"):
             sys.argv = [request["module"], *request["argv"]]
             runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
