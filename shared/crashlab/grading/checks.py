@@ -4,9 +4,7 @@ ledgers."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -126,7 +124,7 @@ def _talk_to_judge(process, results_file: Path, errors_file: Path, deadline: Dea
             except subprocess.TimeoutExpired:
                 tell_new()
                 if deadline.passed:
-                    os.killpg(process.pid, signal.SIGKILL)
+                    kill_tree(process.pid)  # and whatever it started; nothing if it has just ended
                     process.wait()
                     break
     except BaseException:  # Ctrl-C or SIGTERM of the grader: the judge, in a session of its own, goes too
