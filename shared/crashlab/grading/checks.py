@@ -41,7 +41,9 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline,
     job_file, results_file, errors_file = (isolation.private / name for name in ("judge-job.json", "judge-results",
                                                                                 "judge-errors"))
     job_file.write_text(json.dumps(job))  # in the grader's own folder: the sandbox user cannot read it
-    process = start_judge(isolation, job_file, results_file, errors_file)
+    # A lesson with crash matrices starts the launcher for them anyway: the judge may as well be forked from it.
+    process = start_judge(isolation, job_file, results_file, errors_file,
+                          start_launcher=bool(lesson_meta(master).get("matrix_checks")))
     results: dict[str, dict] = {}
     out, err = _talk_to_judge(process, results_file, errors_file, deadline, on_result)
     last_words = cut_at_word((err.decode(errors="replace").strip().splitlines() or [""])[-1], 300)
@@ -73,15 +75,17 @@ JUDGE_IMPORTS = ("crashlab.harness", "crashlab.grading.proxies", "crashlab.gradi
                  "crashlab.grading.requirements", "crashlab.grading.references", "crashlab.lessons.kernel")
 
 
-def start_judge(isolation: Isolation, job_file: Path, results_file: Path, errors_file: Path):
+def start_judge(isolation: Isolation, job_file: Path, results_file: Path, errors_file: Path,
+                start_launcher: bool = True):
     """``python -P -m crashlab.grading.judge JOB`` in the student's folder, its stdout to ``results_file`` and its
     stderr to ``errors_file``: forked from this process's kept launcher (no interpreter to start, and no SDK to
-    import again for the judge's own agents), or, if that launcher cannot be had, a new interpreter that dies with
-    us. Either way a fresh process in a session of its own, with the isolation's environment."""
+    import again for the judge's own agents), or, if that launcher cannot be had -- or is not running and
+    ``start_launcher`` is false --, a new interpreter that dies with us. Either way a fresh process in a session
+    of its own, with the isolation's environment."""
     from crashlab.harness.launcher import LauncherError, kept_launcher
 
     try:
-        launcher = kept_launcher(JUDGE_IMPORTS)
+        launcher = kept_launcher(JUDGE_IMPORTS, start=start_launcher)
     except LauncherError:
         launcher = None
     if launcher is not None:

@@ -262,12 +262,13 @@ _kept: tuple[int, WarmLauncher] | None = None
 _kept_lock = threading.Lock()
 
 
-def kept_launcher(preload: tuple[str, ...] | list[str] = ()) -> WarmLauncher:
+def kept_launcher(preload: tuple[str, ...] | list[str] = (), start: bool = True) -> WarmLauncher | None:
     """The process's launcher, started on first use and kept for its later runs (``crash_test``, ``run_agent``),
     with ``preload`` imported into it if it was not yet: a new launcher would import the SDK again, 1.3 s to 2 s of
     CPU, and a lesson or a grading runs many matrices on several engines. It never runs agent code, so each agent
     still starts clean, with the environment, folder and sandbox of its own request (an earlier engine's libraries
-    are only there, unused). A dead one is started again; the kept one ends with this process."""
+    are only there, unused). A dead one is started again; the kept one ends with this process. ``start=False``:
+    None rather than a new one, for a caller to whom a launcher is a saving only if it runs already."""
     global _kept
     wanted = tuple(dict.fromkeys((*DEFAULT_PRELOAD, *preload)))
     with _kept_lock:
@@ -282,6 +283,9 @@ def kept_launcher(preload: tuple[str, ...] | list[str] = ()) -> WarmLauncher:
                     launcher.close()
                     raise
             launcher.close()  # dead: its pipes and log are ours to close
+            _kept = None
+        if not start:
+            return None
         launcher = WarmLauncher(wanted)
         _kept = (os.getpid(), launcher)
         return launcher
