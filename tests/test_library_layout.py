@@ -3,6 +3,7 @@ docstring at the top of every module saying what it is for. The layers between t
 contracts (pyproject.toml), checked by ``make lint``."""
 
 import ast
+import re
 from pathlib import Path
 
 LIBRARY = Path(__file__).resolve().parents[1] / "shared" / "crashlab"
@@ -23,3 +24,33 @@ def test_every_module_says_what_it_is_for():
     bare = [str(path.relative_to(LIBRARY)) for path in MODULES
             if path.stat().st_size and ast.get_docstring(ast.parse(path.read_text())) is None]
     assert bare == [], f"these modules have no docstring: {bare}"
+
+
+# What writing or reading a crash point's text looks like in code: a point or an OP formatted from its parts, the
+# grammar's pieces used as literals to match or split on. Prose (a docstring's ``after:model#N``) is none of these.
+POINT_GRAMMAR = re.compile("|".join([
+    r"\b(before|after)\s*:\s*\{",              # f"after:{tool}"
+    r"model#\{",                                # f"model#{n}"
+    r"\{\s*when\s*\}\s*:",                       # f"{when}:{op}"
+    r"[\"']:?model#[\"']",                       # ":model#" or "model#", matched or split on
+    r"\.startswith\(\s*f?[\"'](before|after)\b",  # .startswith("after:...")
+    r"\}\s\+\s\{",                                # f"{first} + {then}", a double crash's label
+    r"(split|partition)\(\s*[\"']\s*\+",          # label.split(" + ")
+]))
+
+
+def test_no_module_but_crash_points_writes_or_reads_a_point():
+    """A crash point is one type (crashlab.crash_points): everyone else builds, compares and labels points through it,
+    so a new kind of point is a change in one module (and the world's site that fires it)."""
+    found = [f"{path.relative_to(LIBRARY)}:{n}: {line.strip()}" for path in MODULES if path.name != "crash_points.py"
+             for n, line in enumerate(path.read_text().splitlines(), 1) if POINT_GRAMMAR.search(line)]
+    assert found == [], "crash points written or read outside crashlab.crash_points:\n" + "\n".join(found)
+
+
+def test_the_grammar_check_finds_what_it_looks_for():
+    for line in ['label = f"{point} + {then}"', 'op = f"model#{n}"', 'point = f"{when}:{op}"',
+                 'if ":model#" not in self.point:', 'return 1 if point.startswith("after:model#") else 0',
+                 'firsts = [f"before:{tool}", f"after:{tool}"]']:
+        assert POINT_GRAMMAR.search(line), line
+    for line in ['"""one at ``after:model#N``"""', 'ALLOWED_REPEAT = "one at after:model#N"', 'kind, _, tool = x.partition(":")']:
+        assert not POINT_GRAMMAR.search(line), line

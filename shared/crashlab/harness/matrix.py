@@ -16,10 +16,10 @@ from pathlib import Path
 
 from crashlab.plumbing import sandbox as sandboxes
 from crashlab.harness.runs import CrashTestAgents, ProcessRun, RowsStopped, RunningAgent, run_agent, start_agent
-from crashlab.harness.verdicts import BASELINE, EXPECTATIONS, FAILURE_EXPECTATIONS, Row, judge
+from crashlab.harness.verdicts import EXPECTATIONS, FAILURE_EXPECTATIONS, Row, judge
 from crashlab.harness.launcher import WarmLauncher, kept_launcher
-from crashlab.crash_points import check_on_path, default_points, failure_points
-from crashlab.order import ORDER_ID, TOOL_ORDER, check_failure, failure_path
+from crashlab.crash_points import BASELINE, check_on_path, default_points, failure_points, row_label
+from crashlab.order import ORDER_ID, check_failure
 from crashlab.plumbing.outputs import MATRIX, write_output
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
 from crashlab.world import World
@@ -75,7 +75,7 @@ def _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_cra
         launcher = kept_launcher()  # once: the row's world and every one of its runs fork from it
     world = World.start(base / "world", key_lifetime=key_lifetime,
                         launcher=launcher if isinstance(launcher, WarmLauncher) else None)
-    label = point if then_crash_at is None else f"{point} + {then_crash_at}"
+    label = row_label(point, then_crash_at)
     try:
         if failing is not None:
             world.fail_permanently(order_id, *failing)
@@ -138,30 +138,6 @@ def _resume(agent, world, order_id, count, timeout, extra_env, launcher) -> list
             with contextlib.suppress(Exception):
                 running.finish(0)
         raise
-
-
-def double_crash_pairs(sample: int | None = 6, fail: str | None = None) -> list[tuple[str, str]]:
-    """Pairs (first crash, crash during the resume) that a correct resume always reaches: the second
-    point is at a tool that comes after the first point's step, so no durable record can skip it. With
-    ``fail``, the tools of the failure path (the do steps up to the failure, then the undo steps); a model
-    call is paired only for a do step (code that owns the undo asks the model nothing for it)."""
-    if fail is None:
-        tools = list(TOOL_ORDER)
-    else:
-        do, undo = failure_path(check_failure(fail)[0])
-        tools = do + undo
-    pairs = []
-    for i, first_tool in enumerate(tools):
-        for later in tools[i + 1:]:
-            firsts = [f"before:{first_tool}", f"after:{first_tool}"]
-            if first_tool in TOOL_ORDER:
-                firsts.insert(0, f"after:model#{i + 1}")
-            for first in firsts:
-                pairs.append((first, f"after:{later}"))
-    if sample is not None and sample < len(pairs):
-        step = len(pairs) / sample
-        pairs = [pairs[int(k * step)] for k in range(sample)]
-    return pairs
 
 
 def resolve_points(points: str | list[str], fail: str | None = None) -> list[str]:

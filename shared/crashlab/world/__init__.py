@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 
+from crashlab.crash_points import CrashPoint
 from crashlab.plumbing.tracebacks import cut_at_word, failure_words
 from crashlab.envnames import ENV_MODEL_URL, ENV_PRIVATE_DIR, ENV_SERVICES_URL, ENV_STATE_DIR
 from crashlab.order import ORDER_ID, check_order_id
@@ -28,7 +29,6 @@ from crashlab.world.folder import AGENT_DIR, LEDGERS, LOG_FILE, READY_FILE, empt
 from crashlab.world.ledger import LedgerError
 
 KEY_LEASE = 5.0  # seconds an idempotency key stays in flight before a retry may take it over
-
 
 
 def _is_seconds(arg) -> bool:
@@ -279,14 +279,16 @@ class World:
             raise WorldError(f"the world refused {method} /_admin/{path}: {reply.status_code} {cut_at_word(reply.text, 200)}")
         return reply.json()
 
-    def arm_crash(self, point: str | None, order_id: str = ORDER_ID, run=None) -> None:
+    def arm_crash(self, point: CrashPoint | str | None, order_id: str = ORDER_ID, run=None) -> None:
         """Tell the world to kill ``run`` (a :class:`crashlab.world.runscope.RunScope`) when one of its processes makes
         the request for ``point`` for ``order_id`` (see :mod:`crashlab.world.crashes`); ``point=None`` disarms."""
         if point is not None:
+            point = CrashPoint.parse(point)  # a one-line ValueError for a point no run can reach
             _check_order_id("arm_crash", order_id)
             if run is None:
                 raise ValueError("arm_crash needs the run (a crashlab.world.runscope.RunScope) that may reach the point")
-        self._admin("POST", "crash", json={"point": point, "order_id": order_id, "run": run and run.as_json()})
+        self._admin("POST", "crash", json={"point": point and str(point), "order_id": order_id,
+                                           "run": run and run.as_json()})
 
     def crash_run_started(self, pid: int) -> None:
         """Name the armed run's first process, for a run that only its process tree marks."""

@@ -21,12 +21,13 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from crashlab.crash_points import MODEL, CrashPoint, When
 from crashlab.errors import DISK_FULL
 from crashlab.order import ORDER_ID_PATTERN, FAILURE_REASONS
 from crashlab.plumbing.diskfull import disk_full, full_disk_message
 from crashlab.world import ledger, policy
 from crashlab.world.runscope import RunScope
-from crashlab.world.crashes import CrashPlan, Requester
+from crashlab.world.crashes import CrashPlan, CrashSite, Requester
 from crashlab.world.faults import Faults
 from crashlab.world.services import SERVICES, ServiceRoutes, error_body
 
@@ -171,7 +172,7 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
                 raise ValueError(f"point must be a crash point such as before:charge_card, got {point!r}")
             if not (isinstance(order_id, str) and re.fullmatch(ORDER_ID_PATTERN, order_id)):
                 raise ValueError(f"order_id must be an order id such as ORD-8842, got {order_id!r}")
-            self._crashes.arm(point, order_id, RunScope.from_json(run))
+            self._crashes.arm(CrashPoint.parse(point), order_id, RunScope.from_json(run))
         except ValueError as exc:
             self._error(400, "invalid_request_error", f"crash point: {exc}")
             return
@@ -242,8 +243,8 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
             order_id = policy.order_from(messages)["order_id"]
         except policy.InvalidRequest:
             order_id = None
-        op = self._crashes.model_op(order_id, self._requester)
-        if self._crash("before", op, order_id):
+        crash = self._crashes.site(MODEL, order_id, self._requester)
+        if self._crash(crash, "before"):
             return
         try:
             body = policy.reply(request, malformed=faults.take("malformed_reply", order_id),
@@ -268,7 +269,7 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
             conn.execute("COMMIT")
         finally:
             conn.close()
-        if status == 200 and self._crash("after", op, order_id):
+        if status == 200 and self._crash(crash, "after"):
             return
         self._send(status, body)
 
@@ -283,10 +284,10 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
             self._requester_found = Requester(self.client_address[1], self.server.server_address[1])
         return self._requester_found
 
-    def _crash(self, when: str, op: str | None, order_id: str | None) -> bool:
-        """If the harness armed ``when:op`` for ``order_id`` and the run that sent this request, kill the run
-        here and send nothing."""
-        if self._crashes.fire(when, op, order_id, self._requester):
+    def _crash(self, site: CrashSite, when: When) -> bool:
+        """If the point the harness armed, for this request's order and the run that sent it, is met ``when``
+        at ``site``, kill the run here and send nothing."""
+        if site.fire(when):
             self.close_connection = True
             return True
         return False
