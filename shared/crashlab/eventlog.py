@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import os
 
-from crashlab.errors import DiskFull
+from crashlab.errors import DiskFull, CrashlabError
 from crashlab.plumbing.diskfull import disk_full, full_disk_message
 
 
-class CorruptLogError(RuntimeError):
+class CorruptLogError(CrashlabError, RuntimeError):
     """A complete line of the log cannot be read: the log was damaged, not merely cut short."""
 
 

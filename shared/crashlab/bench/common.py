@@ -9,6 +9,7 @@ import os
 import time
 from pathlib import Path
 
+from crashlab.errors import CrashlabError
 from crashlab.engines.registry import ENGINES as _REGISTRY
 from crashlab.engines.registry import INTEGRATIONS
 from crashlab.engines.restate.client import ENV_RESTATE_ADMIN, ENV_RESTATE_INGRESS
@@ -38,7 +39,7 @@ def reached_block_point(i: int) -> bool:
     return True
 
 
-class BenchError(RuntimeError):
+class BenchError(CrashlabError, RuntimeError):
     """One engine's measurement could not be made; the message becomes that row's note."""
 
 

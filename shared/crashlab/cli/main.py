@@ -9,6 +9,7 @@ from pathlib import Path
 
 from crashlab.cli import args as check
 from crashlab.cli.args import Parser, UsageError
+from crashlab.errors import CrashlabError
 from crashlab.cli.world import audit_order, start_world, stop_world
 from crashlab.engines.needs import NEEDS
 from crashlab.plumbing.outputs import DEMO, MATRIX, REPORT, RESULTS, SOAK, OutputError
@@ -36,8 +37,6 @@ def _check_crash_test(args) -> None:
 def _crash_test(args) -> int:
     _check_crash_test(args)
     from crashlab.harness import crash_test, double_crash_pairs
-    from crashlab.harness.launcher import LauncherError
-    from crashlab.world import WorldError
 
     try:
         matrix = crash_test(args.agent, args.points, args.order, expect=args.expect, jobs=args.jobs,
@@ -46,7 +45,7 @@ def _crash_test(args) -> int:
                             faults=[(f"lost_ack:{tool}", 1, None) for tool in args.lost_ack] or None,
                             launcher=args.launcher, preload=tuple(args.preload), fail=args.fail,
                             key_lifetime=args.key_lifetime)
-    except (FileNotFoundError, ValueError, WorldError, LauncherError) as exc:
+    except (FileNotFoundError, ValueError, CrashlabError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(matrix)
@@ -118,12 +117,9 @@ def _soak(args) -> int:
     check.check_output(args.json, SOAK, args.force)
     if args.orders is None and args.seconds is None:
         args.orders = 20
-    from crashlab.harness.launcher import LauncherError
     from crashlab.plumbing.scratch import scratch_dir
     from crashlab.soak import soak
     from crashlab.soak.reference import write_reference
-    from crashlab.engines.temporal import TemporalServerError
-    from crashlab.world import WorldError
 
     try:
         with scratch_dir("crashlab-reference-") as folder:
@@ -132,7 +128,7 @@ def _soak(args) -> int:
                           world_faults=args.world_faults, seconds=args.seconds, seed=args.seed, jobs=args.jobs,
                           timeout=args.timeout, max_rounds=args.max_rounds, launcher=launcher, preload=preload,
                           needs=needs, progress=False if args.quiet else None, key_lease=args.key_lease, fail=fail)
-    except (FileNotFoundError, ValueError, WorldError, LauncherError, TemporalServerError) as exc:
+    except (FileNotFoundError, ValueError, CrashlabError) as exc:  # a server that cannot start, too: one line
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(result)
@@ -144,7 +140,7 @@ def _soak(args) -> int:
 def _grade(args) -> int:
     check.check_not_same_file(args.json, args.notebook, "notebook")
     check.check_output(args.json, RESULTS, args.force)
-    from crashlab.grading.grade import GradingError, grade_notebook
+    from crashlab.grading.grade import grade_notebook
 
     def interrupted(signum, frame):
         raise KeyboardInterrupt
@@ -154,7 +150,7 @@ def _grade(args) -> int:
                                 deadline=args.deadline, isolate=False if args.no_isolate else None,
                                 force_json=args.force,
                                 progress=None if args.quiet else lambda stage: print(stage, file=sys.stderr, flush=True))
-    except (GradingError, OutputError) as exc:
+    except CrashlabError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -337,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         return args.func(args)
-    except UsageError as exc:
+    except CrashlabError as exc:  # a usage error, or any command's: what went wrong and what to do, in one line
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

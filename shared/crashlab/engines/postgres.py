@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
+from crashlab.errors import ServerError
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
 
 ENV_POSTGRES_URL = "CRASHLAB_POSTGRES_URL"
@@ -40,7 +41,7 @@ SERVICE_USER = "postgres"
 _TOOLS = ("initdb", "pg_ctl", "postgres")
 
 
-class PostgresError(RuntimeError):
+class PostgresError(ServerError):
     """The throwaway server could not be created or started. The message says why."""
 
 

@@ -27,13 +27,14 @@ import threading
 import time
 from pathlib import Path
 
+from crashlab.errors import CrashlabError
 from crashlab.plumbing.processes import kill_group
 from crashlab.plumbing.tracebacks import cut_at_word
 
 DEFAULT_PRELOAD = ("anthropic", "httpx", "crashlab.agent")
 
 
-class LauncherError(RuntimeError):
+class LauncherError(CrashlabError, RuntimeError):
     pass
 
 

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from crashlab.errors import CrashlabError
 from crashlab.plumbing import processes
 from crashlab.plumbing import sandbox as sandboxes
 from crashlab.harness.launcher import WarmLauncher, kept_launcher
@@ -105,7 +106,7 @@ def run_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, cras
     return run
 
 
-class RowsStopped(RuntimeError):
+class RowsStopped(CrashlabError, RuntimeError):
     """The crash test is being stopped (Ctrl-C): its rows start no more agent processes."""
 
 

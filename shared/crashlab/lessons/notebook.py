@@ -19,6 +19,7 @@ import re
 import traceback
 from pathlib import Path
 
+from crashlab.errors import CrashlabError
 from crashlab.answers import ENV_GRADING_LESSON
 
 VISIBLE_CHECK = re.compile(r"#\s*Exercise (\d+): visible check")
@@ -27,7 +28,7 @@ _checks_passed: dict[int, bool] = {}  # exercise -> did its visible checks pass 
 _home: Path | None = None
 
 
-class FinishExerciseFirst(Exception):
+class FinishExerciseFirst(CrashlabError):
     """A demonstration skipped because the exercise it runs is not done. IPython shows the one line that
     ``_render_traceback_`` returns instead of a traceback: nothing went wrong, the learner is not there yet."""
 

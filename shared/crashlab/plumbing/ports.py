@@ -11,10 +11,12 @@ import os
 import socket
 from typing import Callable, TypeVar
 
+from crashlab.errors import CrashlabError
+
 T = TypeVar("T")
 
 
-class PortTaken(RuntimeError):
+class PortTaken(CrashlabError, RuntimeError):
     """A server could not bind a port it was given: another process took it first."""
 
 

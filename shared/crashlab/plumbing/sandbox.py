@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 # Re-exported: the grader reaches the process tree through the sandbox when it has no sandbox user.
+from crashlab.errors import CrashlabError
 from crashlab.plumbing.process_tree import all_processes, become_subreaper, descendants, kill_descendants  # noqa: F401
 from crashlab.plumbing.sandbox_view import enter_view, hide_only
 
@@ -44,7 +45,7 @@ MEMORY_LIMIT = 6 * 1024 ** 3      # bytes of address space per process
 PROCESS_LIMIT = 768               # processes and threads of the sandbox user, all together
 
 
-class SandboxError(RuntimeError):
+class SandboxError(CrashlabError, RuntimeError):
     pass
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import nbformat
 
+from crashlab.errors import CrashlabError
 from crashlab.grading.build import build_course
 from crashlab.grading.classroom import BUNDLE_DIR, workflow
 from crashlab.course.notebooks import lesson_of, repo_root, written_files
@@ -38,7 +39,7 @@ from crashlab.release.files import TEMPLATES, library_files
 from crashlab.course.metadata import lesson_meta
 
 
-class ReleaseError(RuntimeError):
+class ReleaseError(CrashlabError, RuntimeError):
     """The release cannot be made where asked. The message says why."""
 
 

@@ -15,10 +15,11 @@ from __future__ import annotations
 import re
 import secrets
 
+from crashlab.errors import CrashlabError
 from crashlab.order import ALL_TOOL_SCHEMAS, FAILURE_REASONS, ORDER_ID_PATTERN, TOOL_ORDER, UNDO_TOOLS, undo_steps
 
 
-class InvalidRequest(ValueError):
+class InvalidRequest(CrashlabError, ValueError):
     """The request is not a valid Messages API conversation (HTTP 400, like the real API)."""
 
 

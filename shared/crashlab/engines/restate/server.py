@@ -29,6 +29,7 @@ from pathlib import Path
 
 import httpx
 
+from crashlab.errors import ServerError
 from crashlab.engines.restate.client import ENV_RESTATE_ADMIN, ENV_RESTATE_INGRESS, register_deployment
 from crashlab.engines.registry import ENGINES
 from crashlab.plumbing import supervisor
@@ -83,7 +84,7 @@ on-max-attempts = "pause"
 """
 
 
-class RestateServerError(RuntimeError):
+class RestateServerError(ServerError):
     """The server could not be found, started, reached or stopped. The message says what to do."""
 
 
