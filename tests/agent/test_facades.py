@@ -33,7 +33,7 @@ AGENT = [
     "validate_tool_call", "warm_up_sdk"
 ]
 LESSONS = [
-    "AMOUNT", "AgentError", "BASELINE", "CrashTestAgents", "MAX_TOKENS", "MODEL", "Matrix", "Needs", "ORDER_ID",
+    "AMOUNT", "ENGINES", "AgentError", "BASELINE", "CrashTestAgents", "MAX_TOKENS", "MODEL", "Matrix", "Needs", "ORDER_ID",
     "RestateServer", "RestateServerError", "RunningAgent", "SKU", "TOOLS", "TOOLS_WITH_UNDO", "TemporalServer",
     "TemporalServerError", "ToolCallFailed", "UNDO_TOOLS", "WarmLauncher", "World", "admin_sql", "agent_main",
     "call_handler", "call_tool", "charge_card", "checkpoint_writes", "connect", "crash_row", "crash_test",
@@ -41,7 +41,7 @@ LESSONS = [
     "fresh_world", "in_own_loop", "interview", "invocation_row", "journal_entry_types", "kept_launcher", "list_charges", "markdown_table",
     "matrix_heatmap", "median_recovery",
     "model_client", "namespace_for", "needs_exercise", "on_reference_answers", "order_details", "order_task",
-    "postgres_available", "reference_matrices", "reference_value", "remove_scratch", "replay_verdict",
+    "postgres_available", "read_record", "reference_matrices", "reference_value", "remove_scratch", "replay_verdict",
     "reserve_item", "resolve_awakeable", "restate_lesson", "run_agent", "run_benchmark", "run_python",
     "seconds_per_step", "send_confirmation", "show_figure", "show_log", "show_run", "start_agent", "state_dir",
     "step_result", "stop_worlds", "stopped_before", "temporal_activities", "terminal_summary", "throwaway_postgres", "timeline",

@@ -71,5 +71,6 @@ def test_matrices_run_two_at_once_longest_first_and_come_back_in_the_lessons_ord
     assert [(lesson, spec["title"]) for lesson, spec, _ in got] == [(m, s["title"]) for m, s in specs]
     assert [matrix for _, _, matrix in got] == [f"matrix of {s['agent']}" for _, s in specs]
     assert most[0] == 2 and prepared == ["temporal"]
-    assert started[0] == ("dbos_agent.py", ("dbos",))  # the one with a server to wait on, first
+    # the one with a server to wait on, first; its launcher preloads what it names and what its server's engine imports
+    assert started[0] == ("dbos_agent.py", ("dbos", *ENGINES["temporal"].imports))
     assert ("graph_agent.py", ENGINES["langgraph"].imports) in started and ("plain_agent.py", ()) in started

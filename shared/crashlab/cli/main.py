@@ -11,7 +11,8 @@ from crashlab.cli import args as check
 from crashlab.cli.args import Parser, UsageError
 from crashlab.errors import CrashlabError
 from crashlab.cli.world import audit_order, start_world, stop_world
-from crashlab.engines.needs import NEEDS
+from crashlab.engines.needs import needs_of
+from crashlab.engines.registry import ENGINES, with_server
 from crashlab.plumbing.outputs import DEMO, MATRIX, REPORT, RESULTS, SOAK, OutputError
 from crashlab.order import ORDER_ID, TOOL_ORDER
 
@@ -108,8 +109,7 @@ def _soak(args) -> int:
     fail = args.fail or spec.get("fail")  # a reference saga is soaked down the failure path its lesson gives it
     launcher = args.launcher or spec.get("launcher", "warm")
     preload = tuple(dict.fromkeys([*spec.get("preload", ()), *args.preload]))
-    needs = spec.get("needs") or []
-    needs = tuple(dict.fromkeys([*([needs] if isinstance(needs, str) else needs), *args.needs]))
+    needs = needs_of([*needs_of(spec), *args.needs])
     if args.preload and launcher != "warm":
         raise UsageError("--preload only applies to --launcher warm: drop --preload or use --launcher warm")
     if args.agent:
@@ -273,9 +273,9 @@ def build_parser() -> Parser:
                            "each time")
     soak.add_argument("--preload", type=check.module_name, action="append", default=[], metavar="MODULE",
                       help="extra modules the warm launcher imports before forking (repeatable)")
-    soak.add_argument("--needs", choices=NEEDS, action="append", default=[],
-                      help="a server the agent needs besides the world, started for the soak (temporal: the "
-                           "Temporal dev server; restate: a Restate server; repeatable)")
+    soak.add_argument("--needs", choices=with_server(), action="append", default=[],
+                      help="a server the agent needs besides the world, started for the soak (" +
+                           "; ".join(f"{name}: {ENGINES[name].title}'s" for name in with_server()) + "; repeatable)")
     soak.add_argument("--fail", type=check.failure, metavar="STEP",
                       help="soak the failure path: STEP fails for good for every order (reserve_item, card_declined"
                            "...), and each order must end cleanly undone (default: the --reference agent's own, if any)")

@@ -14,6 +14,7 @@ from pathlib import Path
 import nbformat
 
 from crashlab.course.notebooks import lesson_of
+from crashlab.engines.registry import server_binaries, student_env
 from crashlab.grading.report import GradingError
 from crashlab.plumbing.sandbox_slot import SandboxSlot
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
@@ -122,7 +123,7 @@ class Isolation:
         """The environment of a process of the grading run; only trusted ones learn the private folder."""
         from crashlab.plumbing import sandbox as sandboxes
 
-        kept = ("CRASHLAB_ROOT", "CRASHLAB_TEMPORAL_BIN", "CRASHLAB_RESTATE_BIN")  # where the servers' binaries are
+        kept = ("CRASHLAB_ROOT", *server_binaries())  # the course, and where the engines' servers' binaries are
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRASHLAB_") or k in kept}
         env.update({"HOME": str(self.workdir / "home"), "JUPYTER_RUNTIME_DIR": str(self.workdir / "home" / "runtime"),
                     "MPLCONFIGDIR": str(self.workdir / "home" / "mpl"), "CRASHLAB_PRIVATE_DIR": str(self.private),
@@ -133,7 +134,7 @@ class Isolation:
             env["CRASHLAB_LESSON_FILES"] = str(self.lesson_files)
         if not trusted:
             env["TMPDIR"] = str(self.workdir / "home" / "tmp")
-            env = sandboxes.student_env(env)  # never the grader's own variables, whatever their names
+            env = sandboxes.student_env(env, engines=student_env())  # never the grader's own, whatever their names
         if self.sandbox is not None:
             env = self.sandbox.env(env)
         return env

@@ -23,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 
+from crashlab.engines.registry import student_env
 from crashlab.plumbing import sandbox as sandboxes
 from crashlab.plumbing.process_tree import die_with_parent
 from crashlab.grading.remote import decode, dumps, encode
@@ -46,7 +47,8 @@ class Subject:
         self.lock = threading.RLock()
         req_read, self._req = os.pipe()
         self._rep, rep_write = os.pipe()
-        env = sandboxes.child_env({k: v for k, v in os.environ.items() if k != "CRASHLAB_PRIVATE_DIR"})
+        env = sandboxes.child_env({k: v for k, v in os.environ.items() if k != "CRASHLAB_PRIVATE_DIR"},
+                                  engines=student_env())
         # The earlier lessons' files that the checks run (as their masters write them; see
         # crashlab.lessons.kernel.extract_lesson_files) are not the student's: the process running the student's code
         # does not see them.

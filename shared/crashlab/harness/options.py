@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Mapping
 
+from crashlab.engines.needs import preload_of
+
 
 @dataclass(frozen=True)
 class MatrixOptions:
@@ -23,13 +25,15 @@ class MatrixOptions:
 
     @classmethod
     def from_spec(cls, spec: Mapping) -> "MatrixOptions":
-        """The options a check or demo agent names, the defaults for the rest."""
+        """The options a check or demo agent names, the defaults for the rest; the warm launcher preloads what the
+        spec names and what the engines it ``needs`` import (the registry's, never retyped in a lesson)."""
         return cls(points=spec.get("crash_points", "all"), expect=spec.get("expect", "durable"),
                    jobs=int(spec.get("jobs", 2)), timeout=float(spec.get("timeout", 60)),
                    resumers=int(spec.get("resumers", 1)),
                    double=[tuple(pair) for pair in spec.get("double", [])] or None,
                    faults=[tuple(fault) for fault in spec.get("faults", [])] or None,
-                   launcher=spec.get("launcher", "warm"), preload=tuple(spec.get("preload", ())),
+                   launcher=spec.get("launcher", "warm"),
+                   preload=tuple(dict.fromkeys((*spec.get("preload", ()), *preload_of(spec)))),
                    fail=spec.get("fail"))
 
     def but(self, **changes) -> "MatrixOptions":

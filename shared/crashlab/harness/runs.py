@@ -21,6 +21,7 @@ from pathlib import Path
 from crashlab.errors import CrashlabError
 from crashlab.plumbing import processes
 from crashlab.plumbing import sandbox as sandboxes
+from crashlab.engines.registry import student_env
 from crashlab.harness.launcher import WarmLauncher, kept_launcher
 from crashlab.order import ORDER_ID
 from crashlab.world.runscope import RunScope, run_scope
@@ -65,7 +66,7 @@ def run_python(args: list[str], env: dict | None = None, timeout: float = 60.0,
                cwd: str | Path | None = None) -> subprocess.CompletedProcess:
     """``python ARGS...`` as a new process that runs a learner's code: in a session of its own, and as
     the sandbox user while grading as root. Use it instead of ``subprocess.run([sys.executable, ...])``."""
-    env = sandboxes.child_env(dict(os.environ if env is None else env))
+    env = sandboxes.child_env(dict(os.environ if env is None else env), engines=student_env())
     process = subprocess.Popen([sys.executable, *map(str, args)], cwd=cwd, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True,
                                preexec_fn=sandboxes.preexec())
@@ -252,7 +253,7 @@ def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, ex
     process takes on before any of the agent's code runs (its cgroup, see :mod:`crashlab.world.runscope`)."""
     agent = Path(agent).resolve()
     argv = [str(a) for a in args] if args is not None else ["--order", order_id]
-    env = sandboxes.child_env(world.env(**(extra_env or {})))
+    env = sandboxes.child_env(world.env(**(extra_env or {})), engines=student_env())
     started = time.time()
     if isinstance(launcher, str) and launcher not in ("warm", "exec"):
         raise ValueError("launcher must be a WarmLauncher, 'warm', 'exec' or None")

@@ -4,8 +4,8 @@ a notebook. Each name is imported on first use; a kernel that draws no heatmap n
 
 The lesson-specific helpers live beside this facade: :mod:`.kernel` (worlds and runs in a lesson's kernel),
 :mod:`.notebook` (a lesson's folder and exercise gates), :mod:`.words` (a failed check's words), :mod:`.restate`
-(reading Restate's journal), :mod:`.interview` (the question bank), :mod:`.frameworks` (what each engine recorded for
-a framework's agent).
+(the Restate lesson's scenes), :mod:`.interview` (the question bank), :mod:`.frameworks` (a framework's agent's keys
+and tables). What each engine records of an order is read by the engine's own folder (``read_record``).
 """
 
 from crashlab.lessons import interview
@@ -32,10 +32,9 @@ _ON_DEMAND = {
                     "crashlab.lessons.kernel"),
     **dict.fromkeys(["needs_exercise", "work_in_lesson_folder"], "crashlab.lessons.notebook"),
     **dict.fromkeys(["expected_got", "stopped_before"], "crashlab.lessons.words"),
-    **dict.fromkeys(["finish", "journal_entry_types", "step_result", "variant", "world_service"],
-                    "crashlab.lessons.restate"),
-    **dict.fromkeys(["checkpoint_writes", "dbos_steps", "effect_keys", "in_own_loop", "markdown_table",
-                     "median_recovery", "temporal_activities"], "crashlab.lessons.frameworks"),
+    **dict.fromkeys(["finish", "variant"], "crashlab.lessons.restate"),
+    **dict.fromkeys(["effect_keys", "markdown_table", "median_recovery"], "crashlab.lessons.frameworks"),
+    "in_own_loop": "crashlab.plumbing.loops",
     "failure_words": "crashlab.plumbing.tracebacks",
     "remove_scratch": "crashlab.plumbing.scratch",
     "free_port": "crashlab.plumbing.ports",
@@ -51,9 +50,15 @@ _ON_DEMAND = {
     **dict.fromkeys(["TemporalServer", "TemporalServerError", "connect", "namespace_for", "use_quiet_runtime"],
                     "crashlab.engines.temporal"),
     "replay_verdict": "crashlab.engines.temporal.replay",
+    # what each engine records of an order, read from its own store
+    **dict.fromkeys(["ENGINES", "read_record"], "crashlab.engines.registry"),
+    "checkpoint_writes": "crashlab.engines.langgraph.record",
+    "dbos_steps": "crashlab.engines.dbos.record",
+    "temporal_activities": "crashlab.engines.temporal.record",
+    **dict.fromkeys(["journal_entry_types", "step_result", "world_service"], "crashlab.engines.restate.record"),
     # the benchmark
     "run_benchmark": "crashlab.bench",
-    "seconds_per_step": "crashlab.bench.temporal_workflow",
+    "seconds_per_step": "crashlab.engines.temporal.bench_workflow",
     # an exercise that builds on an earlier one's answer (the grader hands the reference's when it is wrong)
     **dict.fromkeys(["on_reference_answers", "reference_value"], "crashlab.grading.references"),
 }

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from crashlab.harness import MAX_RESUMERS, RunningAgent, start_agent
 from crashlab.harness.launcher import WarmLauncher
-from crashlab.engines.needs import NEEDS, Needs
+from crashlab.engines.needs import Needs, needs_of, preload_of
 from crashlab.order import check_failure
 from crashlab.plumbing.scratch import scratch_dir
 from crashlab.soak.results import OrderResult, SoakResult
@@ -181,10 +181,7 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
         raise ValueError("kills must be 'random' or 'none'")
     if orders is None and seconds is None:
         raise ValueError("give a number of orders, a number of seconds, or both")
-    needs = tuple(dict.fromkeys([needs] if isinstance(needs, str) else needs))
-    unknown = [need for need in needs if need not in NEEDS]
-    if unknown:
-        raise ValueError(f"unknown need {unknown[0]!r}: the soak can start {', '.join(NEEDS)}")
+    needs = needs_of(needs)  # a one-line ValueError for a server the course cannot start
     for kind, _ in world_faults:
         if kind not in ("world-kill", "outage", "flaky"):
             raise ValueError(f"unknown world fault {kind!r}: see parse_world_faults")
@@ -217,7 +214,7 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
             fault_threads.append(thread)
 
         try:
-            warm = WarmLauncher(preload) if launcher == "warm" else None
+            warm = WarmLauncher((*preload, *preload_of(needs))) if launcher == "warm" else None
             if fail:
                 world.world.fail_permanently(CALIBRATION_ORDER, fail)
             clean = start_agent(agent, world.world, CALIBRATION_ORDER, extra_env=extra_env,

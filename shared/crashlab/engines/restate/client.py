@@ -17,13 +17,12 @@ from pathlib import Path
 
 import httpx
 
+from crashlab.engines.restate import ENV_RESTATE_ADMIN, ENV_RESTATE_INGRESS
 from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.errors import AgentError
 from crashlab.plumbing.chosen_once import chosen_once
 from crashlab.plumbing.ports import free_port, port_taken
 
-ENV_RESTATE_INGRESS = "CRASHLAB_RESTATE_INGRESS"
-ENV_RESTATE_ADMIN = "CRASHLAB_RESTATE_ADMIN"
 ENDPOINT_FILE = "restate-endpoint.json"
 
 

@@ -1,5 +1,5 @@
 """The benchmark's Pydantic AI agent, which the Temporal, DBOS and Restate integration rows run each their own
-way: one tool, ``step``, which does the trivial step every engine's row does (:func:`~.base.step_body`), and a
+way: one tool, ``step``, which does the trivial step every engine's row does (:func:`~crashlab.engines.workload.step_body`), and a
 local model (a ``FunctionModel``, in this process: no HTTP, no tokens) that asks for the tool N times, one call
 per reply, handing each call the last result, then answers with the count. So one durable step here is what a
 step of an agent is -- a model request and then a tool call -- and the row's figure is what the integration
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Sequence
 
-from crashlab.bench.workloads.base import missing, step_body
+from crashlab.engines.workload import missing, step_body
 
 AGENT_NAME = "bench_agent"  # Temporal and DBOS name their activities and steps after it
 PRELOAD = ("pydantic_ai.models.function",)
