@@ -84,3 +84,23 @@ def test_a_master_imports_the_lessons_face_and_its_agent_files_the_agent_face(ma
                   if module != face and not (agent_file and re.fullmatch(r"crashlab\.answers\.lesson\d\d", module))]
     assert not wrong, f"{master.name} imports past its face: {sorted(set(wrong))}"
 
+
+
+AGENT_NEVER_LOADS = ("crashlab.world", "crashlab.harness", "crashlab.grading", "crashlab.lessons", "crashlab.report",
+                     "crashlab.plumbing.sandbox")
+
+
+@pytest.mark.parametrize("code", ["import crashlab.agent",
+                                  "from crashlab.agent import connect, attach, append_event, agent_main"])
+def test_an_agent_process_loads_nothing_of_the_world_the_harness_or_the_grader(code):
+    """What import-linter checks in the source, checked at run time in a fresh interpreter: an agent file's import,
+    its engine's client included, loads no module of the world, the harness, the grader or the sandbox."""
+    import subprocess
+    import sys
+
+    shown = "import sys; print('\\n'.join(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", f"{code}; {shown}"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = [m for m in done.stdout.split() if m.startswith(AGENT_NEVER_LOADS)]
+    assert loaded == [], f"{code!r} loaded {loaded}"
+    assert "crashlab.agent" in done.stdout.split()

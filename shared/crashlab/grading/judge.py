@@ -74,7 +74,7 @@ def feedback(exc: BaseException, source: str) -> str:
     if student:
         where = getattr(exc, "__where__", "")
         at = f" ({where})" if where and where not in student else ""
-        from crashlab.lessons.words import placeholder_raised  # on a failure only: the lessons' rule for a placeholder
+        from crashlab.course.placeholder import placeholder_raised  # on a failure only: the course's rule for one
 
         if placeholder_raised(exc):  # the student notebook's placeholder, still raising
             return f"not answered yet: your code still raises {student}{at}, the placeholder's exception{in_check}"
@@ -147,7 +147,7 @@ class Checks:
         return result
 
     def close(self) -> None:
-        from crashlab.lessons.kernel import stop_worlds
+        from crashlab.world.scenes import stop_worlds
 
         stop_worlds()
         if "__loop__" in self.namespace:

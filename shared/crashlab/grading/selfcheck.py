@@ -37,7 +37,7 @@ from crashlab.grading.isolation import Deadline, Isolation, run_submission
 from crashlab.course.notebooks import exercise_of, grade_id, is_answer_cell, is_test_cell, lesson_of, nbgrader_meta, repo_root
 from crashlab.grading.report import GradeReport, GradingError, TestResult
 from crashlab.engines.needs import Needs
-from crashlab.lessons.notebook import PLACEHOLDER, unwritten
+from crashlab.course.placeholder import PLACEHOLDER, unwritten
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
 from crashlab.course.metadata import lesson_meta
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from crashlab.errors import CrashlabError
 from crashlab.answers import ENV_GRADING_LESSON
+from crashlab.course.placeholder import unwritten
 
 VISIBLE_CHECK = re.compile(r"#\s*Exercise (\d+): visible check")
 
@@ -56,24 +57,6 @@ def needs_exercise(*numbers: int, written: str | os.PathLike | None = None) -> N
         if problem:
             raise FinishExerciseFirst(f"skipped: this cell runs your answer to exercise {n}, and {problem}. "
                                       f"Finish exercise {n} (run its %%writefile cell), then this cell.")
-
-
-PLACEHOLDER = re.compile(r"^[ \t]*# YOUR CODE HERE[ \t]*\n[ \t]*raise NotImplementedError\(\)", re.MULTILINE)
-
-
-def unwritten(path: str | os.PathLike) -> str | None:
-    """Why the answer file ``path`` is not written yet, or None: missing, or still holding the placeholder
-    that the student notebook puts where an answer goes (``# YOUR CODE HERE`` / ``raise NotImplementedError()``)."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError:
-        return f"{path.name} is not written yet"
-    found = PLACEHOLDER.search(text)
-    if found:
-        line = text.count("\n", 0, found.start()) + 1
-        return f"{path.name} line {line} still has the placeholder `raise NotImplementedError()`"
-    return None
 
 
 def note_visible_checks(result) -> None:

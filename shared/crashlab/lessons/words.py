@@ -8,23 +8,11 @@ reply) as what it is: an exercise not answered yet, not a wrong answer.
 
 from __future__ import annotations
 
+from crashlab.course.placeholder import STUB, placeholder_raised
 from crashlab.plumbing.tracebacks import cut_at_word
 
-STUB = "NotImplementedError"
 PLAIN = (str, bytes, dict, list, tuple, set, int, float, bool, type(None))
 WIDTH = 300  # what a value may take of one message: enough to read a reply, never a page of it
-
-
-def placeholder_raised(got: object) -> bool:
-    """True when ``got`` says the learner's function still raises its placeholder's NotImplementedError: the
-    exception itself, an ``{"error": "NotImplementedError..."}`` reply (at the top or in its ``value``), or a
-    process's last words naming it."""
-    if isinstance(got, NotImplementedError):
-        return True
-    if isinstance(got, dict):
-        error = got.get("error")
-        return (isinstance(error, str) and STUB in error) or placeholder_raised(got.get("value"))
-    return isinstance(got, str) and STUB in got
 
 
 def shown(got: object) -> str:
