@@ -30,15 +30,6 @@ HANG = AGENTS / "hang_agent.py"
 HANG_WITH_CHILDREN = AGENTS / "hang_with_children_agent.py"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def no_crash_env():
-    """The harness sets crash points for its children; none may leak in from the test run's own env."""
-    with pytest.MonkeyPatch.context() as mp:
-        for name in ("CRASHLAB_CRASH_AT", "CRASHLAB_CRASH_MARKER", "CRASHLAB_REAL_MODEL"):
-            mp.delenv(name, raising=False)
-        yield
-
-
 @pytest.fixture(scope="module")
 def naive_row(tmp_path_factory):
     """``naive_row(point)``: the naive agent's crash row at ``point``, run once per module."""
