@@ -66,10 +66,12 @@ test: setup lint
 	$(BIN)/python -m pytest solutions tests -q -n 3 --nbval --nbval-sanitize-with $(NBVAL_SANITIZE) --durations=25
 
 # ruff's checks for errors (pyproject.toml, [tool.ruff]): undefined or unused names, syntax, statement slips;
-# and import-linter's contracts (pyproject.toml, [tool.importlinter]): the library's layers, kept.
+# import-linter's contracts (pyproject.toml, [tool.importlinter]): the library's layers, kept; and mypy
+# ([tool.mypy]): the library's types, checked.
 lint: setup
 	$(BIN)/ruff check shared tests
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/mypy
 
 lab: setup
 	$(BIN)/jupyter lab --notebook-dir=course --ServerApp.ip=127.0.0.1 $(LAB_AS_ROOT)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Literal
 
 from crashlab.order import ALL_TOOLS, TOOL_ORDER, UNDO_TOOLS, check_failure, failure_path
 
@@ -71,13 +71,13 @@ class CrashPoint:
         if model:
             if int(model.group(1)) < 1:
                 raise ValueError(f"crash point {text!r}: model calls are counted from 1 (model#1 is the first)")
-            return cls(cast(When, when), MODEL, int(model.group(1)))
+            return cls(when, MODEL, int(model.group(1)))
         if op not in ALL_TOOLS:
             close = difflib.get_close_matches(op, list(ALL_TOOLS), n=1)
-            hint = f"did you mean {cls(cast(When, when), close[0])}? " if close else ""
+            hint = f"did you mean {cls(when, close[0])}? " if close else ""
             raise ValueError(f"crash point {text!r}: unknown tool {op!r}: {hint}OP is model#N or one of "
                              f"{', '.join(ALL_TOOLS)}")
-        return cls(cast(When, when), op)
+        return cls(when, op)
 
     def __str__(self) -> str:
         return f"{self.when}:{self.op}"

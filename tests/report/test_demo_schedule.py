@@ -53,9 +53,9 @@ def test_matrices_run_two_at_once_longest_first_and_come_back_in_the_lessons_ord
         def env_for(self, spec):
             return {}
 
-    def fake_crash_test(agent, points, *, preload, **kwargs):
+    def fake_crash_test(agent, options, **kwargs):
         with lock:
-            started.append((Path(agent).name, preload))
+            started.append((Path(agent).name, options.preload))
             running.append(agent)
             most[0] = max(most[0], len(running))
         time.sleep(0.2)

@@ -68,7 +68,7 @@ def _watchdog(max_seconds: float | None, scratch: str | None = None) -> None:
 def _child_main(args: argparse.Namespace, t_main: float) -> int:
     scratch = None if args.workdir else str(make_scratch("crashlab-bench-"))
     _watchdog(args.max_seconds, scratch)
-    workdir = Path(args.workdir or scratch)
+    workdir = Path(args.workdir or str(scratch))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
         if args.phase:

@@ -82,7 +82,7 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.monotonic()
     temporary = workdir is None
-    base = make_scratch("crashlab-bench-") if temporary else Path(workdir).resolve()
+    base = Path(workdir).resolve() if workdir is not None else make_scratch("crashlab-bench-")
     base.mkdir(parents=True, exist_ok=True)
     run_dir = base if temporary else Path(tempfile.mkdtemp(prefix="run-", dir=base))
     kill_at = steps // 2 + 1
@@ -184,7 +184,7 @@ def _note_pairs(rows: list[BenchRow]) -> None:
         if integration is None:
             continue
         bare = measured.get(integration.beside)
-        if r.ok and bare and bare > 0 and r.per_step_ms > 0:
+        if r.ok and bare and bare > 0 and r.per_step_ms is not None and r.per_step_ms > 0:
             pair = f"{integration.title}: {r.per_step_ms / bare:.1f} x {integration.beside}'s per step"
         else:
             pair = f"{integration.title}, beside {integration.beside} (not both measured)"

@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from crashlab.bench.child import _child_main
 from crashlab.bench.common import engine_rows, variants
@@ -94,6 +95,7 @@ def _save_plot(result, path: str, force: bool) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    axes: Any
     fig, axes = plt.subplots(1, 2, figsize=(14, 4.6)) if result.recovery else plt.subplots(figsize=(7, 4.6))
     if result.recovery:
         result.plot(axes[0])

@@ -6,9 +6,11 @@ import argparse
 import signal
 import sys
 from pathlib import Path
+from typing import get_args
 
 from crashlab.cli import args as check
 from crashlab.cli.args import Parser, UsageError
+from crashlab.course.metadata import DemoAgent, Expect, LauncherKind
 from crashlab.errors import CrashlabError
 from crashlab.cli.world import audit_order, start_world, stop_world
 from crashlab.engines.needs import needs_of
@@ -92,7 +94,7 @@ def _world_faults(text: str) -> list[tuple[str, float]]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _reference(text: str) -> tuple:
+def _reference(text: str) -> tuple[Path, DemoAgent]:
     from crashlab.soak.reference import reference_spec
 
     try:
@@ -123,7 +125,7 @@ def _soak(args) -> int:
 
     try:
         with scratch_dir("crashlab-reference-") as folder:
-            agent = write_reference(*args.reference, folder) if args.reference else args.agent
+            agent = write_reference(args.reference[0], args.reference[1], folder) if args.reference else args.agent
             result = soak(agent, args.orders, resumers=args.resumers, kills=args.kills, kill_window=args.kill_window,
                           world_faults=args.world_faults, seconds=args.seconds, seed=args.seed, jobs=args.jobs,
                           timeout=args.timeout, max_rounds=args.max_rounds, launcher=launcher, preload=preload,
@@ -209,7 +211,7 @@ def build_parser() -> Parser:
     crash.add_argument("--points", type=check.crash_points, default="all",
                        help=f"'all' or a comma-separated list of {check.CRASH_POINT_FORMS}")
     crash.add_argument("--order", type=check.order_id, default=ORDER_ID, help="order id (default %(default)s)")
-    crash.add_argument("--expect", default="durable", choices=["durable", "no-repeats", "observe"])
+    crash.add_argument("--expect", default="durable", choices=get_args(Expect))
     crash.add_argument("--jobs", type=check.positive_int, default=2, help="rows run at once (default %(default)s)")
     crash.add_argument("--timeout", type=check.positive_seconds, default=60,
                        help="seconds before a run counts as hung (default %(default)s)")
@@ -227,7 +229,7 @@ def build_parser() -> Parser:
     crash.add_argument("--key-lifetime", type=check.positive_seconds, default=None, metavar="SECONDS",
                        help="each row's world forgets an idempotency key SECONDS after its first use, and the resume "
                             "starts after that (the key-lifetime trap; default: keys are never forgotten)")
-    crash.add_argument("--launcher", choices=["warm", "exec"], default="warm",
+    crash.add_argument("--launcher", choices=get_args(LauncherKind), default="warm",
                        help="warm: fork each process from a pre-warmed interpreter; exec: a new interpreter each time")
     crash.add_argument("--preload", type=check.module_name, action="append", default=[], metavar="MODULE",
                        help="extra modules the warm launcher imports before forking (repeatable)")
@@ -268,7 +270,7 @@ def build_parser() -> Parser:
     soak.add_argument("--key-lease", type=check.positive_seconds, default=None,
                       help="the world's idempotency-key lease in seconds (default 5): how long a key claimed by a "
                            "request that died with the world stays in flight")
-    soak.add_argument("--launcher", choices=["warm", "exec"], default=None,
+    soak.add_argument("--launcher", choices=get_args(LauncherKind), default=None,
                       help="warm: fork each process from a pre-warmed interpreter (default); exec: a new interpreter "
                            "each time")
     soak.add_argument("--preload", type=check.module_name, action="append", default=[], metavar="MODULE",
@@ -349,10 +351,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _where(exc: BaseException) -> str:
     """What could not be written, as the error names it."""
-    while exc is not None:
-        if getattr(exc, "filename", None):
-            return f"cannot write {exc.filename}"
-        exc = exc.__cause__ or exc.__context__
+    cause: BaseException | None = exc
+    while cause is not None:
+        if getattr(cause, "filename", None):
+            return f"cannot write {getattr(cause, 'filename')}"
+        cause = cause.__cause__ or cause.__context__
     return "cannot write"
 
 

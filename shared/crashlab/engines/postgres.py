@@ -141,8 +141,9 @@ def throwaway_postgres(base_dir: str | os.PathLike) -> Iterator[str]:
     ok, why = postgres_available()
     if not ok:
         raise PostgresError(why)
-    folder = _bin_dir()
-    prefix, user, _ = _as_user_prefix()
+    folder, (prefix, user, _) = _bin_dir(), _as_user_prefix()
+    if folder is None or prefix is None:  # postgres_available() said yes: neither happens
+        raise PostgresError(why)
     base_dir = Path(base_dir).resolve()
     base_dir.mkdir(parents=True, exist_ok=True)
     if user and not _reachable_by_others(base_dir):

@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.grading.answer_cells import write_answer_modules
@@ -161,7 +161,7 @@ def without_agent_words(problem: str) -> str:
     return _AGENT_WORDS.sub(hidden, problem)
 
 
-def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict | None = None,
+def score_matrix_check(check: Mapping[str, Any], workdir: Path, needs=None, references: dict | None = None,
                        deadline: float | None = None, progress: bool = False) -> TestResult:
     """Score one crash-matrix check on an agent file in ``workdir`` (``needs``: a shared
     :class:`crashlab.engines.needs.Needs`, so servers such as Temporal start once per grading run). A check with
@@ -183,9 +183,8 @@ def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict 
     if check.get("on_reference_answers") and references:
         agent = copy_on_answers(agent, references)
     options = MatrixOptions.from_spec(check)
-    matrix = crash_test(agent, options.points, progress=progress, workdir=None,  # rows in a folder of the grader's
-                        extra_env=needs.env_for(check), stop_at_first_failure=True, deadline=deadline,
-                        **options.crash_test_kwargs())
+    matrix = crash_test(agent, options, progress=progress, workdir=None,  # rows in a folder of the grader's
+                        extra_env=needs.env_for(check), stop_at_first_failure=True, deadline=deadline)
     if matrix.past_deadline:
         return TestResult(name, 0.0, max_score, f"timed out: the submission's deadline passed during this matrix "
                                                 f"({len(matrix.rows)} of {len(matrix.rows) + matrix.not_run} crash "

@@ -102,10 +102,11 @@ class Isolation:
         target = self.workdir / "home" / "lesson-files"
         for master in sorted(solutions.glob("*.ipynb")):
             nb = nbformat.read(master, as_version=4)
-            if lesson_of(nb) in lessons:
-                (target / lesson_of(nb)).mkdir(parents=True, exist_ok=True)
+            lesson = lesson_of(nb)
+            if lesson is not None and lesson in lessons:
+                (target / lesson).mkdir(parents=True, exist_ok=True)
                 for name, source in written_files(nb).items():
-                    (target / lesson_of(nb) / name).write_text(source)
+                    (target / lesson / name).write_text(source)
         self.lesson_files = target
         if self.sandbox is not None:
             self.sandbox.own(self.workdir / "home")

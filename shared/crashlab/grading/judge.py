@@ -22,6 +22,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Sequence
 
 from crashlab.harness.launcher import fork_kept_launcher
 from crashlab.plumbing.lazy import lazy_module
@@ -86,7 +87,7 @@ def feedback(exc: BaseException, source: str) -> str:
     if isinstance(exc, AssertionError):
         if message:
             return f"check failed{about}: {message}"
-        if not hidden:
+        if not hidden and line:
             return f"check failed{about}: {source.splitlines()[line - 1].strip()}"
         if requirement:
             return f"a hidden check of requirement {requirement} failed: compare your answer with what the text says"
@@ -110,7 +111,7 @@ class Checks:
     the given cells (the preamble) run once, before the first check that needs them."""
 
     def __init__(self, workdir: Path, preamble: str, answer_cells: list[dict], timeout: float,
-                 student_modules: list[str] = ()):
+                 student_modules: Sequence[str] = ()):
         self.workdir, self.preamble, self.answer_cells, self.timeout = workdir, preamble, answer_cells, timeout
         self.student_modules = {*student_modules, *(str(cell["module"]) for cell in answer_cells)}
         self.namespace: dict = {"__name__": "__check__", "anthropic": lazy_module("anthropic")}

@@ -26,6 +26,7 @@ import os
 import re
 import time
 from pathlib import Path
+from typing import Any, Mapping
 
 import nbformat
 
@@ -112,7 +113,7 @@ def visible_check_result(cell, nb, workdir: Path) -> TestResult:
     return TestResult(name, 0.0, points, why, "cell")
 
 
-def matrix_result(check: dict, workdir: Path, needs: Needs, deadline: Deadline) -> TestResult:
+def matrix_result(check: Mapping[str, Any], workdir: Path, needs: Needs, deadline: Deadline) -> TestResult:
     name, points = check["name"], float(check["points"])
     agent = workdir / check["agent"]
     missing = [problem for path in local_imports(agent) if (problem := unwritten(path))]

@@ -17,12 +17,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from crashlab.errors import CrashlabError
 from crashlab.plumbing import processes
 from crashlab.plumbing import sandbox as sandboxes
+from crashlab.course.metadata import LauncherKind
 from crashlab.engines.registry import student_env
-from crashlab.harness.launcher import WarmLauncher, kept_launcher
+from crashlab.harness.launcher import WarmLauncher, WarmProcess, kept_launcher
 from crashlab.order import ORDER_ID
 from crashlab.world.runscope import RunScope, run_scope
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
@@ -80,7 +82,7 @@ def run_python(args: list[str], env: dict | None = None, timeout: float = 60.0,
 
 def run_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, crash_at: str | None = None,
               timeout: float = 60.0, extra_env: dict | None = None,
-              launcher: "WarmLauncher | str | None" = "warm", args: list[str] | None = None) -> ProcessRun:
+              launcher: WarmLauncher | LauncherKind | None = "warm", args: list[str] | None = None) -> ProcessRun:
     """Run ``python AGENT --order ORDER_ID`` once as a new process, in the agent file's directory.
 
     With ``crash_at`` the world is armed first, for ``order_id`` and this run alone (its processes are marked
@@ -105,6 +107,13 @@ def run_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, cras
             world.arm_crash(None)
             sandboxes.kill_crashed()
     return run
+
+
+class AgentEnvironment(Protocol):
+    """What an agent process is started in: a :class:`~crashlab.world.World`, or anything that gives its environment
+    (the soak's snapshot of a world taken at a round's start)."""
+
+    def env(self, **extra: str) -> dict[str, str]: ...
 
 
 class RowsStopped(CrashlabError, RuntimeError):
@@ -239,8 +248,8 @@ class RunningAgent:
             remove_scratch(self.output_dir)
 
 
-def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, extra_env: dict | None = None,
-                launcher: "WarmLauncher | str | None" = "warm", args: list[str] | None = None,
+def start_agent(agent: str | Path, world: AgentEnvironment, order_id: str = ORDER_ID, *, extra_env: dict | None = None,
+                launcher: WarmLauncher | LauncherKind | None = "warm", args: list[str] | None = None,
                 scope: RunScope | None = None) -> RunningAgent:
     """Start one agent process in a process group of its own (as the sandbox user while grading).
     ``launcher``: ``"warm"`` (the default): forked from this process's kept launcher
@@ -262,6 +271,7 @@ def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, ex
         raise RowsStopped("the crash test was stopped")
     if launcher == "warm":
         launcher = kept_launcher()
+    process: subprocess.Popen[str] | WarmProcess
     if launcher is None or launcher == "exec":
         process = subprocess.Popen([sys.executable, str(agent), *argv], cwd=agent.parent, env=env,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,

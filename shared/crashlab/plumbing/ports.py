@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Callable, TypeVar
+from typing import AbstractSet, Callable, TypeVar
 
 from crashlab.errors import CrashlabError
 
@@ -33,7 +33,7 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     return True
 
 
-def free_port(host: str = "127.0.0.1", avoid: set[int] = frozenset()) -> int:
+def free_port(host: str = "127.0.0.1", avoid: AbstractSet[int] = frozenset()) -> int:
     for _ in range(50):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind((host, 0))

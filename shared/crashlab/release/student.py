@@ -52,12 +52,12 @@ def _write(path: Path, text: str | bytes, executable: bool = False) -> None:
 
 def lessons_needing(course: Path) -> dict[str, set[str]]:
     """lesson -> the earlier lessons whose answers it uses: imported by its given cells, or its agents run."""
-    needs = {}
+    needs: dict[str, set[str]] = {}
     for path in sorted(course.glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         wanted = set(ANSWERS_IMPORT.findall("\n".join(c.source for c in nb.cells)))
         wanted |= set(lesson_meta(nb).get("uses_lessons", []))
-        needs[lesson_of(nb)] = wanted
+        needs[str(lesson_of(nb))] = wanted
     return needs
 
 
@@ -130,7 +130,7 @@ def build_release(out: Path, answers_through: str | None = None, root: Path | No
     for master in sorted(solutions.glob("*.ipynb")):
         nb = nbformat.read(master, as_version=4)
         lesson = lesson_of(nb)
-        if released(lesson) and any(lesson in wanted for wanted in needs.values()):
+        if lesson is not None and released(lesson) and any(lesson in wanted for wanted in needs.values()):
             for name, text in written_files(nb).items():
                 _write(out / "lesson-files" / lesson / name, text)
     missing = {lesson: {w for w in wanted if not released(w)} for lesson, wanted in needs.items()}

@@ -21,6 +21,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, Mapping
 
 import nbformat
 
@@ -29,11 +30,11 @@ from crashlab.harness import MatrixOptions, crash_test
 from crashlab.crash_points import allowed_repeats
 from crashlab.plumbing.outputs import DEMO, OutputError, write_output
 from crashlab.plumbing.scratch import scratch_dir
-from crashlab.course.metadata import lesson_meta
+from crashlab.course.metadata import DemoAgent, lesson_meta
 
 
-def reference_agents(solutions: Path) -> list[tuple[Path, dict]]:
-    found = []
+def reference_agents(solutions: Path) -> list[tuple[Path, DemoAgent]]:
+    found: list[tuple[Path, DemoAgent]] = []
     for master in sorted(solutions.glob("*.ipynb")):
         nb = nbformat.read(master, as_version=4)
         for spec in lesson_meta(nb).get("demo_agents", []):
@@ -68,7 +69,7 @@ def engine_preload(agent: str, files: dict[str, str]) -> tuple[str, ...]:
                                if module.split(".")[0] in packages))
 
 
-def _expected_seconds(spec: dict) -> float:
+def _expected_seconds(spec: Mapping[str, Any]) -> float:
     """A rough guess at a matrix's length, to start the long ones first: rows, resumers, and the engines whose
     recovery waits on a server or a timeout."""
     rows = 15 if spec.get("fail") is None else 12
@@ -113,11 +114,11 @@ def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, soluti
 
         stopping = threading.Event()  # set when the demo stops early (Ctrl-C): the matrices running stop too
 
-        def run(master: Path, spec: dict, folder: Path, options: MatrixOptions):
-            return crash_test(folder / spec["agent"], options.points, workdir=folder / ".rows", stop=stopping,
-                              extra_env=needs.env_for(spec), progress=progress, **options.crash_test_kwargs())
+        def run(master: Path, spec: Mapping[str, Any], folder: Path, options: MatrixOptions):
+            return crash_test(folder / spec["agent"], options, workdir=folder / ".rows", stop=stopping,
+                              extra_env=needs.env_for(spec), progress=progress)
 
-        def header(master: Path, spec: dict) -> None:
+        def header(master: Path, spec: Mapping[str, Any]) -> None:
             if verbose:
                 print(f"\n== {master.stem}: {spec['title']} ==", flush=True)
 

@@ -49,7 +49,7 @@ def timeline(runs: Sequence[ProcessRun], events: Sequence[Event], title: str = "
     crowded = bool(mine) and 0.8 * TIMELINE_IN * 100 / (right + 1.5) < 110
     seen = set()
     for k, event in enumerate(mine):
-        y = lanes[event.pid]
+        y = lanes[event.pid] if event.pid is not None else 0
         bad = event.repeat and k not in expected
         edge = EXPECTED if k in expected else "red" if bad else "white"
         ax.scatter(k, y, s=110, marker="o" if event.what == "model" else "s", color=_COLORS.get(event.what, "grey"),
@@ -90,16 +90,17 @@ NOT_REACHED = "#d9d9d9"
 def _expected_repeats(runs: Sequence[ProcessRun], events: Sequence[Event]) -> set[int]:
     """Indexes of the repeated model calls no engine can avoid: the first repeat after a process that was
     killed while its last event was a model call (the answer was logged by the world, never delivered)."""
-    expected, owed = set(), 0
+    expected: set[int] = set()
+    owed = 0
     by_pid = {run.pid: run for run in runs}
-    last_of = {}
+    last_of: dict[int | None, int] = {}
     for k, event in enumerate(events):
         last_of[event.pid] = k
     for k, event in enumerate(events):
         if event.what == "model" and event.repeat and owed:
             expected.add(k)
             owed -= 1
-        run = by_pid.get(event.pid)
+        run = by_pid.get(event.pid) if event.pid is not None else None
         if run is not None and run.killed and last_of[event.pid] == k and event.what == "model":
             owed += 1
     return expected

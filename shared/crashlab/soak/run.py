@@ -39,6 +39,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Sequence
 
 from crashlab.harness import MAX_RESUMERS, RunningAgent, start_agent
 from crashlab.harness.launcher import WarmLauncher
@@ -155,13 +156,13 @@ class _Env:
     def __init__(self, env: dict):
         self._env = env
 
-    def env(self, **extra) -> dict:
+    def env(self, **extra: str) -> dict[str, str]:
         return {**self._env, **extra}
 
 
 # --- the soak -------------------------------------------------------------------------------------------------
 def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[int, int] = (2, 3),
-         kills: str = "random", kill_window: float | None = None, world_faults: list[tuple[str, float]] = (),
+         kills: str = "random", kill_window: float | None = None, world_faults: Sequence[tuple[str, float]] = (),
          seconds: float | None = None, seed: int | None = None, jobs: int = 2, timeout: float = 60.0,
          max_rounds: int = MAX_ROUNDS, key_lease: float | None = None, launcher: str = "warm",
          preload: tuple[str, ...] = (), needs: tuple[str, ...] = (), progress: bool | None = None,
@@ -196,7 +197,7 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
                 "launcher": launcher, "fail": fail}
     # When each world fault fires: as order number k starts (spread over the soak), or at a time if there is no count.
     if orders is not None:
-        at_order = {}
+        at_order: dict[int, list[tuple[str, float]]] = {}
         for j, fault in enumerate(world_faults):
             at_order.setdefault(max(1, round((j + 1) * cap / (len(world_faults) + 1))), []).append(fault)
     show = sys.stderr.isatty() if progress is None else progress
@@ -221,13 +222,14 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
                                 launcher=warm or "exec").finish(timeout)
             calibration = OrderResult(CALIBRATION_ORDER, audit=world.audit(CALIBRATION_ORDER), fail=fail)
             if clean.returncode != 0 or calibration.lost:
-                why = "it hung" if clean.timed_out else clean.last_error_line() or f"the order is {calibration.audit.verdict}"
+                verdict = calibration.audit.verdict if calibration.audit is not None else "unaudited"
+                why = "it hung" if clean.timed_out else clean.last_error_line() or f"the order is {verdict}"
                 raise ValueError(f"a clean run of {agent.name} (order {CALIBRATION_ORDER}, no kills) did not "
                                  f"{'undo' if fail else 'finish'} the order: {why}")
             if kill_window is None:
                 kill_window = round(max(0.05, clean.seconds), 2)
             settings["kill_window"] = kill_window
-            if orders is None:  # a timed soak: faults at fixed fractions of the time
+            if orders is None and seconds is not None:  # a timed soak: faults at fixed fractions of the time
                 for j, fault in enumerate(world_faults):
                     fire(fault, (j + 1) * seconds / (len(world_faults) + 1))
             runner = _Soak(agent, world, warm or "exec", resumers, kills == "random", kill_window, max_rounds,

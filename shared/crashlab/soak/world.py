@@ -70,7 +70,9 @@ class SoakWorld:
         self.up = threading.Event()
         self.up.set()
         self.generation = 0
-        self.kills, self.outages, self.flaky = 0, [], []
+        self.kills = 0
+        self.outages: list[float] = []
+        self.flaky: list[float] = []
         self.flaky_refused = 0  # requests the world answered with a 5xx while flaky
         self._fault_lock = threading.Lock()
         self.closed = threading.Event()

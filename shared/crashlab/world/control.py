@@ -100,7 +100,7 @@ class World:
             raise WorldError(f"key_lifetime must be a positive number of seconds or None (never forget), "
                              f"got {key_lifetime!r}")
         scratch = not state_dir  # None or "": a scratch folder, as before
-        state_dir = (make_scratch("crashlab-world-") if scratch else Path(state_dir)).resolve()
+        state_dir = (Path(state_dir) if state_dir else make_scratch("crashlab-world-")).resolve()
         take_folder(state_dir)
         ready = state_dir / READY_FILE
         running = cls._from_ready_file(state_dir) if ready.exists() else None
@@ -184,18 +184,18 @@ class World:
         if self._stopped:
             return
         self._stopped = True
-        owned = self._process is not None
-        if owned:
+        process = self._process
+        if owned := process is not None:
             if self._stdout is not None:
                 self._stdout.close()
-            if self._process.poll() is None:  # not reaped: its pid, which leads its group, is still its own
+            if process.poll() is None:  # not reaped: its pid, which leads its group, is still its own
                 signal_group(self.pid, signal.SIGTERM)
                 try:
-                    self._process.wait(timeout)
+                    process.wait(timeout)
                 except subprocess.TimeoutExpired:
                     kill_group(self.pid)
                     try:
-                        self._process.wait(timeout)
+                        process.wait(timeout)
                     except subprocess.TimeoutExpired:  # not even SIGKILL: unkillable (a hung disk), left there
                         pass
             self._process = None

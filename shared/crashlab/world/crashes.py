@@ -54,7 +54,7 @@ class CrashPlan:
     run, and what the world saw of it. The request handlers describe each instant at which a run may be killed as
     a :class:`~crashlab.crash_points.Moment` (:class:`CrashSite`); the point says whether it is met."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Condition()
         self.point: CrashPoint | None = None
         self.order_id: str | None = None
@@ -96,10 +96,11 @@ class CrashPlan:
     def fire(self, moment: Moment, order_id: str | None, requester: Requester) -> bool:
         """Kill the run if this request, at ``moment``, meets the armed point. True when it fired (send no reply)."""
         with self._lock:
-            if self.point is None or not self.point.meets(moment) or self.reached is not None \
+            run = self.run
+            if self.point is None or not self.point.meets(moment) or self.reached is not None or run is None \
                     or not self._ours(order_id, requester):
                 return False
-            killed = self.run.kill()
+            killed = run.kill()
             self.reached = {"point": str(self.point), "order_id": order_id, "at": time.time(),
                             "pids": sorted(requester.pids), "killed": killed}
             return True

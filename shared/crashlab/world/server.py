@@ -47,7 +47,7 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
 
     @property
     def state_dir(self) -> Path:
-        return self.server.state_dir  # type: ignore[attr-defined]
+        return self.server.state_dir
 
     def _send(self, status: int, body: dict, headers: dict | None = None) -> None:
         data = json.dumps(body).encode()
@@ -80,7 +80,7 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
     def _admin_allowed(self) -> bool:
         """Admin routes (faults, crash points, the audit) are for the harness only: they need the
         token the world was started with, which no agent is given."""
-        token = self.server.token  # type: ignore[attr-defined]
+        token = self.server.token
         if token and secrets.compare_digest(self.headers.get(ADMIN_HEADER, ""), token):
             return True
         self._error(403, "permission_error", "admin routes need the world's admin token")
@@ -107,13 +107,13 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
         elif path.startswith("/_admin/") and not self._admin_allowed():
             return
         elif path == "/_admin/faults":
-            self._send(200, {"faults": self.server.faults.all()})  # type: ignore[attr-defined]
+            self._send(200, {"faults": self.server.faults.all()})
         elif path == "/_admin/flaky":
-            self._send(200, self.server.faults.flaky())  # type: ignore[attr-defined]
+            self._send(200, self.server.faults.flaky())
         elif path == "/_admin/crash":
-            self._send(200, self.server.crashes.state())  # type: ignore[attr-defined]
+            self._send(200, self.server.crashes.state())
         elif path == "/_admin/failures":
-            self._send(200, {"failures": self.server.faults.failures()})  # type: ignore[attr-defined]
+            self._send(200, {"failures": self.server.faults.failures()})
         elif path == "/payments/charges":
             self._list_charges(query)
         elif path == "/inventory/reservations":
@@ -185,7 +185,7 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
         elif not (order_id is None or (isinstance(order_id, str) and re.fullmatch(ORDER_ID_PATTERN, order_id))):
             self._error(400, "invalid_request_error", f"a fault's order_id is an order id or null, got {order_id!r}")
         else:
-            self.server.faults.set(body["name"], int(body.get("remaining", 1)), body.get("arg"), order_id)  # type: ignore[attr-defined]
+            self.server.faults.set(body["name"], int(body.get("remaining", 1)), body.get("arg"), order_id)
             self._send(200, {"ok": True})
 
     def _set_failure(self, body) -> None:
@@ -196,10 +196,10 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
             problem = f"order_id must be an order id such as ORD-8842, got {order_id!r}"
         elif not (tool in FAILURE_REASONS or (tool is None and reason is None)):
             problem = f"tool must be one of {', '.join(FAILURE_REASONS)}, got {tool!r}"
-        elif not (reason is None or reason in FAILURE_REASONS[tool]):
+        elif tool is not None and not (reason is None or reason in FAILURE_REASONS[tool]):
             problem = f"{tool} fails with {', '.join(FAILURE_REASONS[tool])}, not {reason!r}"
         else:
-            self.server.faults.set_failure(order_id, tool, reason)  # type: ignore[attr-defined]
+            self.server.faults.set_failure(order_id, tool, reason)
             self._send(200, {"ok": True})
             return
         self._error(400, "invalid_request_error", f"permanent failure: {problem}")
@@ -214,12 +214,12 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
             self._error(400, "invalid_request_error", "flaky needs seconds (0 to 3600), a 5xx status and a 5xx "
                                                       "model_status or null")
             return
-        self.server.faults.set_flaky(float(seconds), body.get("status", 503), body.get("model_status"))  # type: ignore[attr-defined]
+        self.server.faults.set_flaky(float(seconds), body.get("status", 503), body.get("model_status"))
         self._send(200, {"ok": True})
 
     def _flaky(self, model: bool, what: str) -> bool:
         """While the world is flaky, answer this request with a retryable error, having done nothing."""
-        status = self.server.faults.flaky_status(model)  # type: ignore[attr-defined]
+        status = self.server.faults.flaky_status(model)
         if status is None:
             return False
         kind = "overloaded_error" if model and status == 529 else "api_error"
@@ -229,7 +229,7 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
 
     # --- the model ------------------------------------------------------------------------------
     def _messages(self, request) -> None:
-        faults: Faults = self.server.faults  # type: ignore[attr-defined]
+        faults: Faults = self.server.faults
         if self._flaky(model=True, what="the model"):  # before it counts as a model call of the run
             return
         at = time.time()
@@ -275,7 +275,7 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
 
     @property
     def _crashes(self) -> CrashPlan:
-        return self.server.crashes  # type: ignore[attr-defined]
+        return self.server.crashes
 
     @property
     def _requester(self) -> Requester:

@@ -27,14 +27,20 @@ import json
 import secrets
 import sqlite3
 import time
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from crashlab.order import FAILURE_REASONS, PERMANENT_ERRORS
 from crashlab.world import ledger
-from crashlab.world.crashes import CrashSite
+from crashlab.world.crashes import CrashPlan, CrashSite, Requester
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from crashlab.crash_points import When
 
 # path -> (ledger name, tool, effect kind, id prefix, required params and their types)
-SERVICES = {
+SERVICES: dict[str, tuple[str, str, str, str, dict[str, Any]]] = {
     "/payments/charges": ("payments", "charge_card", "charge", "ch_", {"order_id": str, "amount": (int, float)}),
     "/inventory/reservations": ("inventory", "reserve_item", "reservation", "rsv_", {"order_id": str, "sku": str}),
     "/email/messages": ("email", "send_confirmation", "confirmation", "em_", {"order_id": str}),
@@ -49,10 +55,33 @@ def error_body(kind: str, message: str) -> dict:
 
 
 class ServiceRoutes:
-    """The service routes of :class:`crashlab.world.server.WorldHandler` (a mixin: it brings ``_send``,
-    ``_error``, ``_crashes``, ``_requester``, ``_crash``, ``_flaky``, ``_pid``, ``state_dir`` and ``server``)."""
+    """The service routes of :class:`crashlab.world.server.WorldHandler` (a mixin: the handler brings what the
+    block below names)."""
 
-    def _service(self, path: str, params) -> None:
+    if TYPE_CHECKING:  # what crashlab.world.server.WorldHandler brings
+        server: Any    # the world's server: its faults, key lease and lifetime
+        headers: Any   # the request's
+
+        @property
+        def state_dir(self) -> Path: ...
+
+        @property
+        def _crashes(self) -> CrashPlan: ...
+
+        @property
+        def _requester(self) -> Requester: ...
+
+        def _send(self, status: int, body: dict, headers: dict | None = None) -> None: ...
+
+        def _error(self, status: int, kind: str, message: str) -> None: ...
+
+        def _crash(self, site: CrashSite, when: When) -> bool: ...
+
+        def _flaky(self, model: bool, what: str) -> bool: ...
+
+        def _pid(self) -> int | None: ...
+
+    def _service(self, path: str, params: Any) -> None:
         ledger_name, tool, kind, prefix, required = SERVICES[path]
         problem = _check_params(params, required)
         if problem:
@@ -176,7 +205,7 @@ class ServiceRoutes:
         self._send(200, {"object": "list", "data": data})
 
 
-def _check_params(params, required: dict) -> str | None:
+def _check_params(params: Any, required: dict) -> str | None:
     if not isinstance(params, dict):
         return "the request body must be a JSON object"
     for name, types in required.items():

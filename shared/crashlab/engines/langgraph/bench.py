@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast, get_args
 
 from crashlab.engines.workload import BenchError, Workload, Workloads, missing, step_body
 
-FUNCTIONAL_DURABILITY = "sync"
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+
+Durability = Literal["exit", "async", "sync"]  # LangGraph's durability modes, a row each
+MODES: dict[str, Durability] = {f"langgraph-{mode}": mode for mode in get_args(Durability)}
+
+FUNCTIONAL_DURABILITY: Durability = "sync"
 
 
 class BenchState(TypedDict):
@@ -22,7 +28,7 @@ class BenchState(TypedDict):
 
 
 class LangGraph(Workload):
-    def __init__(self, workdir: Path, durability: str):
+    def __init__(self, workdir: Path, durability: Durability):
         import sqlite3
 
         from langgraph.checkpoint.sqlite import SqliteSaver
@@ -43,7 +49,7 @@ class LangGraph(Workload):
         self.durability = durability
         self.ids = itertools.count()
 
-    def _config(self, thread: str, n: int) -> dict:
+    def _config(self, thread: str, n: int) -> RunnableConfig:
         return {"configurable": {"thread_id": thread}, "recursion_limit": n + 10}
 
     def run(self, n: int) -> None:
@@ -92,7 +98,8 @@ class LangGraphFunctional(Workload):
         self.ids = itertools.count()
 
     def _invoke(self, n: int | None, thread: str) -> int:
-        return self.bench.invoke(n, {"configurable": {"thread_id": thread}}, durability=FUNCTIONAL_DURABILITY)
+        config: RunnableConfig = {"configurable": {"thread_id": thread}}
+        return cast(int, self.bench.invoke(n, config, durability=FUNCTIONAL_DURABILITY))  # what bench() returns
 
     def run(self, n: int) -> None:
         out = self._invoke(n, f"bench-{next(self.ids)}")
@@ -112,7 +119,7 @@ class LangGraphFunctional(Workload):
 
 class LangGraphWorkloads(Workloads):
     def make(self, variant: str, workdir: Path, recovery: bool = False) -> Workload:
-        return LangGraph(workdir, variant.split("-", 1)[1])
+        return LangGraph(workdir, MODES[variant])
 
     def unavailable(self, variant: str) -> str | None:
         return missing("langgraph", "langgraph.checkpoint.sqlite")

@@ -11,7 +11,7 @@ from restate import InvocationRetryPolicy, RunOptions
 from crashlab.engines import pai_bench
 from crashlab.engines.workload import step_body
 
-STEP = RunOptions(max_attempts=None, initial_retry_interval=timedelta(milliseconds=100),
+STEP: RunOptions = RunOptions(max_attempts=None, initial_retry_interval=timedelta(milliseconds=100),
                   max_retry_interval=timedelta(milliseconds=500))  # the retries of the bare row's invocation
 
 

@@ -92,7 +92,7 @@ async def serve_endpoint(app, port: int, admin_url: str | None = None):
         await asyncio.sleep(0.02)
     url = f"http://127.0.0.1:{port}"
     if server.done() and isinstance(server.exception(), OSError):
-        url, server = None, None  # a resumer started at the same moment bound it first: it serves, we attach
+        url, server = None, None  # type: ignore[assignment]  # a resumer bound it first: it serves, we attach
     elif server.done():
         server.result()  # any other failure to serve is an error
     try:

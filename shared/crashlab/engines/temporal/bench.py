@@ -97,7 +97,7 @@ class PydanticAITemporal(Temporal):
 
 class TemporalWorkloads(Workloads):
     # What the child imports before its clock starts, besides the engine's own modules: the workflow's module.
-    preload = ("crashlab.engines.temporal.bench_workflow",)
+    preload: tuple[str, ...] = ("crashlab.engines.temporal.bench_workflow",)
     kind: type[Temporal] = Temporal
 
     def make(self, variant: str, workdir: Path, recovery: bool = False) -> Workload:

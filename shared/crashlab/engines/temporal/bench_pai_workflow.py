@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():  # built once, outside the sandbo
 
     from crashlab.engines.pai_bench import build_agent, prompt, steps_done
 
-_ACTIVITY = {"start_to_close_timeout": timedelta(seconds=RECOVERY_TIMEOUT_S), "retry_policy": RETRY}
+_ACTIVITY: workflow.ActivityConfig = {"start_to_close_timeout": timedelta(seconds=RECOVERY_TIMEOUT_S), "retry_policy": RETRY}
 agent = build_agent(capabilities=[TemporalDurability(activity_config=_ACTIVITY, model_activity_config=_ACTIVITY)])
 
 

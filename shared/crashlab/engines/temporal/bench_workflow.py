@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
+from typing import Any
 
 from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
@@ -64,7 +65,9 @@ def worker_options(cache: bool = True, sticky_s: float | None = None) -> dict:
     # world server, whose imports the sandbox restricts. Pass the package through: only the workflow
     # class runs sandboxed, as it would from a top-level module file.
     runner = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("crashlab"))
-    options = {"workflow_runner": runner} if cache else {"workflow_runner": runner, "max_cached_workflows": 0}
+    options: dict[str, Any] = {"workflow_runner": runner}
+    if not cache:
+        options["max_cached_workflows"] = 0
     if sticky_s is not None:
         options["sticky_queue_schedule_to_start_timeout"] = timedelta(seconds=sticky_s)
     return options
