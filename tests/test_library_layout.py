@@ -54,3 +54,37 @@ def test_the_grammar_check_finds_what_it_looks_for():
         assert POINT_GRAMMAR.search(line), line
     for line in ['"""one at ``after:model#N``"""', 'ALLOWED_REPEAT = "one at after:model#N"', 'kind, _, tool = x.partition(":")']:
         assert not POINT_GRAMMAR.search(line), line
+
+
+def _exception_classes() -> dict[str, list[str]]:
+    """Every class the library defines whose bases name an exception (by name: the library's own, or a builtin)."""
+    found: dict[str, list[str]] = {}
+    for path in MODULES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases = [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else ""
+                         for b in node.bases]
+                found[node.name] = bases
+    return found
+
+
+def test_every_error_the_library_raises_is_under_one_root_drawn_in_its_docstring():
+    """One root, CrashlabError, so a command catches one family; the tree in crashlab.errors' docstring names each
+    (a stand-in for what a student's code raised is the one error outside it, on purpose)."""
+    import crashlab.errors
+
+    classes = _exception_classes()
+
+    def under_root(name: str, seen: frozenset = frozenset()) -> bool:
+        return name == "CrashlabError" or (name not in seen and any(under_root(base, seen | {name})
+                                                                     for base in classes.get(name, [])))
+
+    def is_error(name: str, seen: frozenset = frozenset()) -> bool:
+        return name in ("Exception", "RuntimeError", "ValueError") or (name not in seen and any(
+            is_error(base, seen | {name}) for base in classes.get(name, [])))
+
+    errors = {name for name in classes if is_error(name)}
+    outside = sorted(n for n in errors if not under_root(n))
+    assert outside == ["StudentCodeError"], f"errors outside the CrashlabError tree: {outside}"
+    undrawn = sorted(n for n in errors if under_root(n) and n not in crashlab.errors.__doc__)
+    assert undrawn == [], f"under CrashlabError but not in crashlab.errors' tree: {undrawn}"

@@ -15,8 +15,8 @@ The root and the agents' family are here; each other error lives beside the code
     |   +-- RestateUnavailable      crashlab.engines.restate.client: no Restate server to reach
     |   +-- OrderLocked             crashlab.answers.lesson01: another process holds the order's log
     +-- ServerError                 a server the course starts could not be found, started, reached or stopped
-    |   +-- TemporalServerError     crashlab.engines.temporal.server (each engine's: its registry entry names it)
-    |   +-- RestateServerError      crashlab.engines.restate.server
+    |   +-- TemporalServerError     crashlab.engines.temporal (each engine's own: its registry entry names it)
+    |   +-- RestateServerError      crashlab.engines.restate
     |   +-- PostgresError           crashlab.engines.postgres: the throwaway PostgreSQL
     +-- CorruptLogError             crashlab.eventlog: a complete line of lesson 1's log cannot be read
     +-- WorldError                  crashlab.world.errors: the world could not be started, reached or stopped
@@ -26,6 +26,7 @@ The root and the agents' family are here; each other error lives beside the code
     +-- RowsStopped                 crashlab.harness.runs: the crash test is being stopped (Ctrl-C)
     +-- BenchError                  crashlab.engines.workload: a benchmark row could not be measured (its note)
     +-- GradingError                crashlab.grading.report: the file cannot be graded
+    +-- SubjectGone                 crashlab.grading.proxies: the process running the student's code is gone
     +-- ReleaseError                crashlab.release.student: the release cannot be made where asked
     +-- UsageError                  crashlab.cli.args: options that do not go together
     +-- OutputError                 crashlab.plumbing.outputs: the output would replace a file the command did not write

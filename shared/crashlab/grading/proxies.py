@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from crashlab.engines.registry import student_env
+from crashlab.errors import CrashlabError
 from crashlab.plumbing import sandbox as sandboxes
 from crashlab.plumbing.process_tree import die_with_parent
 from crashlab.grading.remote import decode, dumps, encode
@@ -34,7 +35,7 @@ class StudentCodeError(Exception):
     """Base of the local stand-ins for exceptions the student's code raised."""
 
 
-class SubjectGone(RuntimeError):
+class SubjectGone(CrashlabError, RuntimeError):
     pass
 
 
