@@ -183,9 +183,14 @@ def _build(args) -> int:
 
 def _execute(args) -> int:
     from crashlab.grading.execute import execute_in_place
+    from crashlab.plumbing.outputs import OutputError
 
     for path in args.notebooks:
-        seconds = execute_in_place(Path(path), timeout=args.timeout)
+        try:
+            seconds = execute_in_place(Path(path), timeout=args.timeout)
+        except OutputError as exc:  # a full disk, say: the notebook is left as it was
+            print(f"error: {exc}; {path} is unchanged", file=sys.stderr)
+            return 1
         print(f"executed {path} in {seconds:.0f} s")
     return 0
 
