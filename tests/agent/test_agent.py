@@ -373,3 +373,29 @@ def test_an_agent_refuses_an_order_id_the_world_would_read_as_another_order(tmp_
     done = subprocess.run([sys.executable, str(agent), "--order", "ORD-77_C"], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 2 and "is not an order id" in done.stderr and "ran" not in done.stdout
+
+
+def test_an_order_id_too_long_for_a_file_name_is_refused_in_one_line(tmp_path, capsys):
+    """Agents name files, locks and workflows after the order: a 300-character id was "File name too long" tracebacks
+    deep inside an engine. Every way in refuses it in one line: an agent's --order, the CLI, the world."""
+    import subprocess
+    import sys
+
+    from crashlab.cli import main
+    from crashlab.order import MAX_ORDER_ID, check_order_id
+
+    longest = "ORD-" + "7" * (MAX_ORDER_ID - 4)
+    assert check_order_id(longest) == longest
+    too_long = "ORD-" + "7" * 296
+    with pytest.raises(ValueError, match=f"at most {MAX_ORDER_ID} characters, got one of 300"):
+        check_order_id(too_long)
+    agent = tmp_path / "agent.py"
+    agent.write_text("from crashlab.agent import agent_main\nagent_main(lambda order: print('ran', order))\n")
+    done = subprocess.run([sys.executable, str(agent), "--order", too_long], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and "at most 64 characters" in done.stderr and "ran" not in done.stdout
+    assert len(done.stderr.strip().splitlines()) == 2 and len(done.stderr) < 400, done.stderr  # usage + one line
+    with pytest.raises(SystemExit) as exit_:
+        main(["audit", "--order", too_long])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1 and "at most 64 characters" in err, err
