@@ -63,6 +63,27 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+# Processes (or gradings) a command runs at once: each is an interpreter of its own, so a --jobs of a thousand would
+# start a thousand and take the machine down with it. More than this many at once is refused.
+MAX_JOBS = 16
+
+
+def jobs(text: str) -> int:
+    value = positive_int(text)
+    if value > MAX_JOBS:
+        raise _bad(f"at most {MAX_JOBS} at once, got {text!r}: each is a process of its own (2 to 4 suit 2 cores)")
+    return value
+
+
+def soak_orders(text: str) -> int:
+    from crashlab.soak import MAX_ORDERS
+
+    value = positive_int(text)
+    if value > MAX_ORDERS:
+        raise _bad(f"at most {MAX_ORDERS} orders (ORD-SOAK-0001 to ORD-SOAK-{MAX_ORDERS}), got {text!r}")
+    return value
+
+
 def positive_seconds(text: str) -> float:
     try:
         value = float(text)
@@ -177,6 +198,33 @@ def output_folder(text: str) -> str:
         raise _bad(f"{existing} is not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise _bad(f"cannot write in {existing} (permission denied)")
+    return text
+
+
+def check_results_dir(results_dir: str, submissions: str, csv: str | None) -> None:
+    """``grade-batch``: UsageError, before any grading, when the results would land among the submissions (each
+    folder there is read as a student's, so the results folder would be graded as one more) or the gradebook would
+    be written over the results folder."""
+    results, folder = Path(results_dir).resolve(), Path(submissions).resolve()
+    if results == folder or results.is_relative_to(folder):
+        raise UsageError(f"--results-dir {results_dir} is inside the submissions folder {submissions}, where every "
+                         "folder is a student's: give a folder outside it")
+    if csv and Path(csv).resolve() == results:
+        raise UsageError(f"--csv {csv} is the results folder itself: give the gradebook a file name of its own")
+
+
+def lesson_number(text: str) -> str:
+    """Two digits naming one of the course's lessons (``--answers-through 04``); one line for any other."""
+    import nbformat
+
+    from crashlab.course.notebooks import lesson_of, repo_root
+
+    if not re.fullmatch(r"\d\d", text):
+        raise _bad(f"{text!r} is not a lesson number: give two digits, such as 01")
+    available = sorted(filter(None, (lesson_of(nbformat.read(m, as_version=4))
+                                     for m in (repo_root() / "solutions").glob("*.ipynb"))))
+    if available and text not in available:
+        raise _bad(f"there is no lesson {text}: the lessons are {available[0]} to {available[-1]}")
     return text
 
 

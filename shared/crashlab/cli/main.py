@@ -214,7 +214,8 @@ def build_parser() -> Parser:
                        help=f"'all' or a comma-separated list of {check.CRASH_POINT_FORMS}")
     crash.add_argument("--order", type=check.order_id, default=ORDER_ID, help="order id (default %(default)s)")
     crash.add_argument("--expect", default="durable", choices=["durable", "no-repeats", "observe"])
-    crash.add_argument("--jobs", type=check.positive_int, default=2, help="rows run at once (default %(default)s)")
+    crash.add_argument("--jobs", type=check.jobs, default=2,
+                       help=f"rows run at once, at most {check.MAX_JOBS} (default %(default)s)")
     crash.add_argument("--timeout", type=check.positive_seconds, default=60,
                        help="seconds before a run counts as hung (default %(default)s)")
     crash.add_argument("--resumers", type=check.resumer_count, default=1,
@@ -246,8 +247,9 @@ def build_parser() -> Parser:
     soak.add_argument("--reference", type=_reference, metavar="LESSON[:AGENT]",
                       help="instead of a file, a lesson's reference agent from its master notebook (02, 03, 04, 05: "
                            "the durable one; 02:uuid_agent.py names another), with the modules and servers it needs")
-    soak.add_argument("--orders", type=check.positive_int, default=None,
-                      help="orders to run, ORD-SOAK-0001 on (default 20, or no limit with --seconds)")
+    soak.add_argument("--orders", type=check.soak_orders, default=None,
+                      help="orders to run, ORD-SOAK-0001 on, at most 9999 (default 20; with --seconds, as many as "
+                           "start in that time, up to 9999)")
     soak.add_argument("--seconds", type=check.positive_seconds, default=None,
                       help="stop starting new orders after this many seconds")
     soak.add_argument("--resumers", type=_resumer_range, default=(2, 3), metavar="A..B",
@@ -263,7 +265,8 @@ def build_parser() -> Parser:
                            "outage:SECONDS (stop it that long, then restart it on its state), flaky:SECONDS (for that "
                            "long every service answers 503 and the model 529, doing nothing)")
     soak.add_argument("--seed", type=check.non_negative_int, default=None, help="for a soak you can run again")
-    soak.add_argument("--jobs", type=check.positive_int, default=2, help="orders run at once (default %(default)s)")
+    soak.add_argument("--jobs", type=check.jobs, default=2,
+                      help=f"orders run at once, at most {check.MAX_JOBS} (default %(default)s)")
     soak.add_argument("--timeout", type=check.positive_seconds, default=60,
                       help="seconds before a process counts as hung, not counting the time the world is killed, down "
                            "or flaky (default %(default)s)")
@@ -301,9 +304,9 @@ def build_parser() -> Parser:
                                  "(options: crashlab bench --help)")
 
     demo = sub.add_parser("demo", help="the course's main job: reference agents through the crash matrix")
-    demo.add_argument("--jobs", type=check.positive_int, default=2,
+    demo.add_argument("--jobs", type=check.jobs, default=2,
                       help="rows of one matrix run at once (default %(default)s)")
-    demo.add_argument("--parallel", type=check.positive_int, default=2,
+    demo.add_argument("--parallel", type=check.jobs, default=2,
                       help="matrices run at once, the longest first (default %(default)s; 1: one after another)")
     demo.add_argument("--json", type=check.output_file, help="also write the matrices as JSON to this file")
     check.force_option(demo)

@@ -51,6 +51,7 @@ from crashlab.soak.world import WORLD_FAULTS, SoakWorld, fault_label, parse_worl
 CALIBRATION_ORDER = "ORD-SOAK-0000"  # one clean run before the soak: it must finish, and it times the kill window
 KILLED_ROUNDS = 2  # resume rounds whose processes may be killed too; later rounds run clean
 MAX_ROUNDS = 12
+MAX_ORDERS = 9999  # ORD-SOAK-0001 to ORD-SOAK-9999: four digits
 
 
 def order_ids(count: int) -> list[str]:
@@ -181,6 +182,8 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
         raise ValueError("kills must be 'random' or 'none'")
     if orders is None and seconds is None:
         raise ValueError("give a number of orders, a number of seconds, or both")
+    if orders is not None and not 1 <= orders <= MAX_ORDERS:
+        raise ValueError(f"orders must be between 1 and {MAX_ORDERS}, got {orders!r}")
     needs = tuple(dict.fromkeys([needs] if isinstance(needs, str) else needs))
     unknown = [need for need in needs if need not in NEEDS]
     if unknown:
@@ -191,7 +194,7 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
     if fail is not None:
         fail = "{}:{}".format(*check_failure(fail))  # ValueError in one line for a step that cannot fail for good
     seed = random.randrange(1 << 30) if seed is None else seed
-    cap = min(orders or 9999, 9999)
+    cap = orders or MAX_ORDERS
     fault_rng = random.Random(f"{seed}:world")
     settings = {"orders": orders, "seconds": seconds, "resumers": f"{resumers[0]}..{resumers[1]}", "kills": kills,
                 "kill_window": None, "world_faults": [fault_label(*fault) for fault in world_faults],
@@ -292,4 +295,4 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
 
 
 __all__ = ["soak", "SoakResult", "OrderResult", "order_ids", "parse_resumers", "parse_world_faults", "WORLD_FAULTS",
-           "CALIBRATION_ORDER"]
+           "CALIBRATION_ORDER", "MAX_ORDERS"]

@@ -23,6 +23,7 @@ from pathlib import Path
 from crashlab.errors import DISK_FULL
 from crashlab.order import FAILURE_REASONS, is_order_id
 from crashlab.plumbing.diskfull import disk_full, full_disk_message
+from crashlab.plumbing.ports import port_number
 from crashlab.world import ledger, policy
 from crashlab.world.runscope import RunScope
 from crashlab.world.crashes import CrashPlan, Requester
@@ -340,7 +341,7 @@ def serve(state_dir: Path, port: int = 0, ready_file: Path | None = None, parent
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description="Serve the course's world (model + services) on 127.0.0.1.")
     parser.add_argument("--state", required=True, type=Path)
-    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--port", type=port_number, default=0, help="0 (default): any free port")
     parser.add_argument("--ready-file", type=Path)
     parser.add_argument("--parent-pid", type=int)
     parser.add_argument("--key-lease", type=float, default=5.0,
