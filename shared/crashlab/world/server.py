@@ -247,7 +247,8 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
             return
         try:
             body = policy.reply(request, malformed=faults.take("malformed_reply", order_id),
-                                parallel=faults.take("parallel_tool_use", order_id) is not None)
+                                parallel=policy.parallel_allowed(request)  # a request that forbids it leaves it armed
+                                and faults.take("parallel_tool_use", order_id) is not None)
             status, stop_reason = 200, body["stop_reason"]
         except policy.InvalidRequest as exc:
             body = {"type": "error", "error": {"type": "invalid_request_error", "message": str(exc)}}
