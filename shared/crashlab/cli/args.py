@@ -298,6 +298,19 @@ def failure(text: str) -> str:
         raise _bad(str(exc)) from None
 
 
+def failure_or_none(text: str) -> str:
+    """:func:`failure`, or ``none``: no step fails (a reference saga soaked down its order's own path)."""
+    return "none" if text.strip() == "none" else failure(text)
+
+
+def env_setting(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` -> (NAME, VALUE), NAME a variable name; one line for anything else."""
+    name, equals, value = text.partition("=")
+    if not equals or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise _bad(f"expected NAME=VALUE, such as SAGA_PATIENCE_S=3, got {text!r}")
+    return name, value
+
+
 def order_id(text: str) -> str:
     try:
         return check_order_id(text)
