@@ -69,6 +69,19 @@ def test_a_directed_outage_begins_right_after_the_tool_and_the_agent_rides_it_ou
     assert charged <= outage["began"] and reserved >= outage["ended"], (charged, outage, reserved)
 
 
+def test_a_paused_world_bills_every_attempt_an_impatient_agent_made_and_the_soak_counts_them():
+    """``pause:6@charge_card`` freezes the world (SIGSTOP) with the agent alive. An agent that gives up on a model call
+    after 1 s and asks again -- what an engine's attempt timeout does -- leaves requests waiting, and the world
+    answers each when it goes on: the model calls beyond a clean run's are the zombie attempts' bill."""
+    result = soak(AGENTS / "impatient_agent.py", orders=1, resumers=(1, 1), kills="none", timeout=30, seed=2,
+                  world_faults=[WorldFault("pause", 6.0, "charge_card")], progress=False)
+    [order] = result.orders
+    assert result.ok and order.audit.finished and order.duplicates == 0, str(result)
+    assert result.figures()["pauses"] == 1 and result.settings["clean_model_calls"] == 4, result.figures()
+    assert result.extra_model_calls >= 1 and order.audit.repeated_model_calls == result.extra_model_calls, str(result)
+    assert "extra model calls" in str(result) and "world pauses" in str(result)
+
+
 def test_a_world_that_dies_on_its_own_is_restarted_and_an_audit_it_never_answers_is_said(tmp_path, monkeypatch):
     from crashlab.plumbing.processes import kill_group
     from crashlab.soak.results import OrderResult, SoakResult

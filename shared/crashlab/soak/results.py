@@ -88,6 +88,7 @@ class SoakResult:
     unaudited: list[str] = field(default_factory=list)  # orders whose audit the world did not answer
     unfired: list[str] = field(default_factory=list)  # directed faults whose order never had the tool's effect
     fault_log: list[dict] = field(default_factory=list)  # each fault fired: label, began, ended (epoch seconds)
+    pauses: list[float] = field(default_factory=list)  # the world frozen (SIGSTOP), seconds each
 
     processes = property(lambda self: sum(o.processes for o in self.orders))
     kills = property(lambda self: sum(o.kills for o in self.orders))
@@ -99,6 +100,16 @@ class SoakResult:
     gave_up = property(lambda self: sum(o.gave_up for o in self.orders))
 
     @property
+    def extra_model_calls(self) -> int | None:
+        """Model calls beyond what the orders cost in a clean run (the calibration run's count per order): with no
+        kills, what stalls and timeouts made the agents pay for again -- zombie attempts, among others."""
+        clean = self.settings.get("clean_model_calls")
+        audits = [o.audit for o in self.orders if o.audit is not None]
+        if clean is None or not audits:
+            return None
+        return sum(a.model_calls for a in audits) - clean * len(audits)
+
+    @property
     def ok(self) -> bool:
         return bool(self.orders) and self.duplicates == 0 and self.lost == 0 and self.wrong_effects == 0
 
@@ -107,7 +118,8 @@ class SoakResult:
                 "world_kills": self.world_kills, "outages": len(self.outages), "flaky_periods": len(self.flaky),
                 "flaky_refused": self.flaky_refused, "duplicates": self.duplicates, "lost": self.lost,
                 "wrong_effects": self.wrong_effects, "repeated_model_calls": self.repeated_model_calls,
-                "agent_errors": self.agent_errors, "undone_after_give_up": self.gave_up,
+                "agent_errors": self.agent_errors, "undone_after_give_up": self.gave_up, "pauses": len(self.pauses),
+                "extra_model_calls": self.extra_model_calls,
                 "world_deaths": self.world_deaths, "unaudited": len(self.unaudited),
                 "faults_not_fired": self.unfired, "seconds": round(self.seconds, 1)}
 
@@ -149,6 +161,10 @@ class SoakResult:
                 ("wrong amount or SKU", self.wrong_effects, "effects that were not the order's own"),
                 ("repeated model calls", self.repeated_model_calls, "answers asked for again (a kill right after an "
                                                                   "answer costs one, unavoidably)"),
+                *([("world pauses", len(self.pauses), spans(self.pauses)),
+                   ("extra model calls", self.extra_model_calls, f"beyond a clean run's {s.get('clean_model_calls')} "
+                                                                 "per order: paid for what a stall or a kill lost")]
+                  if self.pauses else []),
                 ("agent errors", self.agent_errors, "non-zero exits other than our kills"
                  + ("; expected while the world is down or flaky" if s["world_faults"] else "")),
                 ("seconds", f"{self.seconds:.1f}", "")]

@@ -207,7 +207,7 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
         raise ValueError(f"unknown need {unknown[0]!r}: the soak can start {', '.join(NEEDS)}")
     world_faults = [WorldFault(*fault) for fault in world_faults]
     for fault in world_faults:
-        if fault.kind not in ("world-kill", "outage", "flaky"):
+        if fault.kind not in ("world-kill", "outage", "flaky", "pause"):
             raise ValueError(f"unknown world fault {fault.kind!r}: see parse_world_faults")
     if fail is not None:
         fail = "{}:{}".format(*check_failure(fail))  # ValueError in one line for a step that cannot fail for good
@@ -257,6 +257,7 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
             clean = start_agent(agent, world.world, CALIBRATION_ORDER, extra_env=extra_env,
                                 launcher=warm or "exec").finish(timeout)
             calibration = OrderResult(CALIBRATION_ORDER, audit=world.audit(CALIBRATION_ORDER), fail=fail)
+            settings["clean_model_calls"] = calibration.audit.model_calls  # what an order costs with nothing wrong
             if clean.returncode != 0 or calibration.lost:
                 why = "it hung" if clean.timed_out else clean.last_error_line() or f"the order is {calibration.audit.verdict}"
                 raise ValueError(f"a clean run of {agent.name} (order {CALIBRATION_ORDER}, no kills) did not "
@@ -323,7 +324,7 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
                 warm.close()
     return SoakResult(str(agent), settings, results, world.kills, world.outages, time.time() - started,
                       world.flaky, world.flaky_refused, world_deaths=world.deaths, unaudited=world.unaudited,
-                      unfired=world.unfired, fault_log=world.fault_log)
+                      unfired=world.unfired, fault_log=world.fault_log, pauses=world.pauses)
 
 
 __all__ = ["soak", "SoakResult", "OrderResult", "order_ids", "parse_resumers", "parse_world_faults", "WORLD_FAULTS",

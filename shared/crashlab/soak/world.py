@@ -5,7 +5,11 @@
 - ``world-kill``: SIGKILL the world's server mid-request, restart it at once on its own state;
 - ``outage:SECONDS``: stop it, leave it down that long (every connection refused), restart it on its state;
 - ``flaky:SECONDS``: leave it up, but for that long every service request is answered 503 and every model
-  request 529 ("overloaded"), with nothing done -- the transient 5xx a durable agent must retry through.
+  request 529 ("overloaded"), with nothing done -- the transient 5xx a durable agent must retry through;
+- ``pause:SECONDS``: freeze it (SIGSTOP) that long, then let it go on (SIGCONT): requests in flight and new ones
+  hang instead of being refused, as behind a stalled server or network. An engine that gives up on an attempt after
+  a timeout starts another while the first still waits, and both are answered once the world goes on: with
+  ``--kills none``, the model calls beyond a clean run's are what those zombie attempts cost.
 
 Each may be *directed* with ``@TOOL`` (``outage:200@charge_card``): it fires as soon as the world has committed
 TOOL's effect for the order it falls to, instead of at a random moment -- the outage that starts right after the
@@ -17,23 +21,24 @@ and counted; an audit the world cannot answer leaves that order unaudited, said 
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from pathlib import Path
 from typing import NamedTuple
 
 from crashlab.order import ALL_TOOLS, EFFECT_KIND
-from crashlab.plumbing.processes import kill_group
+from crashlab.plumbing.processes import kill_group, signal_group
 from crashlab.world import World, WorldError
 from crashlab.world.audit import Audit
 
-WORLD_FAULTS = ("world-kill", "outage:SECONDS", "flaky:SECONDS")
-_TIMED = ("outage", "flaky")  # the faults that last SECONDS
-_FORMS = "world-kill, outage:SECONDS or flaky:SECONDS, each with @TOOL or not, comma-separated"
+WORLD_FAULTS = ("world-kill", "outage:SECONDS", "flaky:SECONDS", "pause:SECONDS")
+_TIMED = ("outage", "flaky", "pause")  # the faults that last SECONDS
+_FORMS = "world-kill, outage:SECONDS, flaky:SECONDS or pause:SECONDS, each with @TOOL or not, comma-separated"
 
 
 class WorldFault(NamedTuple):
-    kind: str  # world-kill, outage or flaky
+    kind: str  # world-kill, outage, flaky or pause
     seconds: float = 0.0
     after: str | None = None  # a tool: fire once the order's ledger holds its effect (None: at a random moment)
 
@@ -92,7 +97,7 @@ class SoakWorld:
         self.up = threading.Event()
         self.up.set()
         self.generation = 0
-        self.kills, self.outages, self.flaky = 0, [], []
+        self.kills, self.outages, self.flaky, self.pauses = 0, [], [], []
         self.flaky_refused = 0  # requests the world answered with a 5xx while flaky
         self._fault_lock = threading.Lock()
         self.closed = threading.Event()
@@ -180,6 +185,8 @@ class SoakWorld:
             try:
                 if kind == "flaky":
                     self._flaky(seconds)
+                elif kind == "pause":
+                    self._pause(seconds)
                 else:
                     self._down(kind, seconds)
             finally:
@@ -199,6 +206,16 @@ class SoakWorld:
             self.flaky_refused = self.world.flaky_state()["refused"]
         except WorldError:
             pass  # the soak is ending and its world with it
+
+    def _pause(self, seconds: float) -> None:
+        """Freeze the world's server (its whole process group) for ``seconds``; the soak waits for it as for an outage."""
+        self.up.clear()
+        self.pauses.append(seconds)
+        signal_group(self.world.pid, signal.SIGSTOP)
+        try:
+            self.closed.wait(seconds)
+        finally:
+            signal_group(self.world.pid, signal.SIGCONT)
 
     def _down(self, kind: str, seconds: float) -> None:
         self.up.clear()
