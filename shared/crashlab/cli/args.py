@@ -68,20 +68,22 @@ def non_negative_int(text: str) -> int:
 MAX_JOBS = 16
 
 
-def jobs(text: str) -> int:
+def _at_most(text: str, most: int, what: str, why: str = "") -> int:
+    """A whole number from 1 to ``most``; past it, one line: ``at most MOST WHAT, got TEXT: WHY``."""
     value = positive_int(text)
-    if value > MAX_JOBS:
-        raise _bad(f"at most {MAX_JOBS} at once, got {text!r}: each is a process of its own (2 to 4 suit 2 cores)")
+    if value > most:
+        raise _bad(f"at most {most}{what}, got {text!r}{why}")
     return value
+
+
+def jobs(text: str) -> int:
+    return _at_most(text, MAX_JOBS, " at once", ": each is a process of its own (2 to 4 suit 2 cores)")
 
 
 def soak_orders(text: str) -> int:
     from crashlab.soak import MAX_ORDERS
 
-    value = positive_int(text)
-    if value > MAX_ORDERS:
-        raise _bad(f"at most {MAX_ORDERS} orders (ORD-SOAK-0001 to ORD-SOAK-{MAX_ORDERS}), got {text!r}")
-    return value
+    return _at_most(text, MAX_ORDERS, f" orders (ORD-SOAK-0001 to ORD-SOAK-{MAX_ORDERS})")
 
 
 def positive_seconds(text: str) -> float:
@@ -105,10 +107,7 @@ def state_folder(text: str) -> str:
 def resumer_count(text: str) -> int:
     from crashlab.harness import MAX_RESUMERS
 
-    value = positive_int(text)
-    if value > MAX_RESUMERS:
-        raise _bad(f"at most {MAX_RESUMERS} resumers at once, got {text!r}: a race needs two or three")
-    return value
+    return _at_most(text, MAX_RESUMERS, " resumers at once", ": a race needs two or three")
 
 
 def port(text: str) -> int:
