@@ -112,7 +112,7 @@ def test_an_outage_past_the_do_steps_patience_leaves_each_saga_cleanly_undone(tm
     """No undo step gives up on a failure that may pass. The world stops for 15 s right after the charge, with the
     agent alive; the do steps' patience is scaled down to 3 s (SAGA_PATIENCE_S, SAGA_GIVE_UP_S), so each saga gives
     up the order during the outage and undoes it with the world still down: the undo must outlast the outage and
-    leave the order cleanly undone, in the same process, whatever the outage's length (the lesson's soak runs 200 s).
+    leave the order cleanly undone, in the same process, whatever the outage's length (200 s: the README's table).
     The DBOS and Temporal sagas, soaked at once; LangGraph's and the log's retry nothing in their process."""
     from concurrent.futures import ThreadPoolExecutor
 
