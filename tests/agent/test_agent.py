@@ -455,3 +455,15 @@ def test_an_engines_retry_warning_is_one_line_with_its_error_not_a_traceback():
     assert lines[0] == ("Step being automatically retried (attempt 3 of 1000): WorldNotRunning: cannot reach the "
                         "services at http://127.0.0.1:9"), lines[0]
     assert lines[1] == "a real error" and lines[2].startswith("Traceback"), lines
+    restate = logging.getLogger("restate.server_context")
+    restate.addHandler(handler)
+    try:
+        try:  # how Restate's SDK raises a failed ctx.run: the step's traceback inside the message
+            raise WorldNotRunning("(500) WorldNotRunning('cannot reach the services')\nStacktrace: Traceback (most "
+                                  "recent call last):\n  File \"x.py\", line 1\n\nRelated command: run [reserve_item]")
+        except WorldNotRunning as exc:
+            restate.exception("Exception in do_progress", exc_info=exc)
+    finally:
+        restate.removeHandler(handler)
+    assert out.getvalue().splitlines()[-1] == ("Exception in do_progress (run [reserve_item]): WorldNotRunning: (500) "
+                                               "WorldNotRunning('cannot reach the services')"), out.getvalue()
