@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import shutil
 import signal
 import sys
@@ -19,12 +18,6 @@ from crashlab.cli.args import UsageError
 
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
-
-
-def _lesson_number(text: str) -> str:
-    if not re.fullmatch(r"\d\d", text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a lesson number: give two digits, such as 01")
-    return text
 
 
 def _new_folder(text: str) -> str:
@@ -115,6 +108,7 @@ def _grade_batch(args) -> int:
     from crashlab.grading.report import GradingError
     from crashlab.plumbing.outputs import GRADEBOOK, OutputError
 
+    check.check_results_dir(args.results_dir, args.submissions, args.csv)
     check.check_output(args.csv, GRADEBOOK, args.force)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
@@ -183,9 +177,14 @@ def _build(args) -> int:
 
 def _execute(args) -> int:
     from crashlab.grading.execute import execute_in_place
+    from crashlab.plumbing.outputs import OutputError
 
     for path in args.notebooks:
-        seconds = execute_in_place(Path(path), timeout=args.timeout)
+        try:
+            seconds = execute_in_place(Path(path), timeout=args.timeout)
+        except OutputError as exc:  # a full disk, say: the notebook is left as it was
+            print(f"error: {exc}; {path} is unchanged", file=sys.stderr)
+            return 1
         print(f"executed {path} in {seconds:.0f} s")
     return 0
 
@@ -273,7 +272,7 @@ def add_class_commands(sub) -> None:
     release = sub.add_parser("release", help="write the student repository for a graded class: no masters, no "
                                              "hidden checks, no lesson answers")
     release.add_argument("out", type=_new_folder, metavar="OUT_DIR", help="a new or empty folder")
-    release.add_argument("--answers-through", type=_lesson_number, metavar="NN",
+    release.add_argument("--answers-through", type=check.lesson_number, metavar="NN",
                          help="also release the answers of lessons up to NN (later lessons build on them)")
     release.add_argument("--lessons", type=check.lesson_range, metavar="NN-MM",
                          help="release (and grade in the Classroom workflow) only these lessons: 03, 01-03 or 01,04")
@@ -305,7 +304,8 @@ def add_class_commands(sub) -> None:
     batch.add_argument("--csv", type=check.output_file, help="write the gradebook here (a new file, or a gradebook "
                                                              "written before)")
     check.force_option(batch)
-    batch.add_argument("--jobs", type=check.positive_int, default=2, help="notebooks graded at once (default %(default)s)")
+    batch.add_argument("--jobs", type=check.jobs, default=2,
+                       help=f"notebooks graded at once, at most {check.MAX_JOBS} (default %(default)s)")
     batch.add_argument("--solutions", type=_folder, help="the masters (default: this repository's solutions/)")
     check.grading_options(batch, "each notebook")
     batch.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -313,10 +313,11 @@ def add_class_commands(sub) -> None:
 
     bench = sub.add_parser("bench-grading", help="grading throughput: generated submissions graded with --jobs N "
                                                  "against one by one")
-    bench.add_argument("--lesson", default="01", type=_lesson_number, help="the lesson (default %(default)s)")
+    bench.add_argument("--lesson", default="01", type=check.lesson_number, help="the lesson (default %(default)s)")
     bench.add_argument("--submissions", type=check.positive_int, default=6,
                        help="submissions to generate: masters, stubs and wrong answers in turn (default %(default)s)")
-    bench.add_argument("--jobs", type=check.positive_int, default=2, help="gradings at once (default %(default)s)")
+    bench.add_argument("--jobs", type=check.jobs, default=2,
+                       help=f"gradings at once, at most {check.MAX_JOBS} (default %(default)s)")
     bench.add_argument("--no-loop", action="store_true", help="skip the one-by-one run")
     bench.add_argument("--json", type=check.output_file, help="also write the figures as JSON")
     check.force_option(bench)
