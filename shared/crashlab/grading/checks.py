@@ -3,6 +3,7 @@ ledgers."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
@@ -156,9 +157,63 @@ def without_agent_words(problem: str) -> str:
     world saw come back. The parentheses the line opened before those words are closed again, once each."""
     def hidden(found: re.Match) -> str:
         before = problem[:found.start()] + found.group(1)
-        return found.group(1) + "its output is not shown for runs on the reference answers" + \
+        return found.group(1) + "its output is not shown: this check runs your file with the course's answers to " \
+            "the other exercises" + \
             ")" * max(0, before.count("(") - before.count(")"))
     return _AGENT_WORDS.sub(hidden, problem)
+
+
+def references_for(check: dict, references: dict | None) -> dict:
+    """The master's answers a matrix check runs its agent on: those its ``on_reference_answers`` names (``true``:
+    every one the lesson lends), so that each exercise's matrix depends on that exercise's answer alone."""
+    wanted = check.get("on_reference_answers")
+    if not wanted or not references:
+        return {}
+    if wanted is True:
+        return dict(references)
+    unknown = [gid for gid in wanted if gid not in references]
+    if unknown:
+        raise ValueError(f"{check['name']}: on_reference_answers names {unknown}, which the lesson's "
+                         "reference_answers does not lend")
+    return {gid: references[gid] for gid in wanted}
+
+
+def _imported_names(node: ast.AST) -> list[str]:
+    """The modules one node imports: ``import x``, ``from x import y``, and a name given to
+    ``importlib.import_module`` (a default included: ``import_module(os.environ.get("M", "restate_order"))``)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom):
+        return [node.module] if node.module and not node.level else []
+    if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module":
+        return [n.value for arg in node.args for n in ast.walk(arg) if isinstance(n, ast.Constant)
+                and isinstance(n.value, str)]
+    return []
+
+
+def local_imports(agent: Path) -> list[Path]:
+    """The agent file and every file of its folder it imports, directly or not (its own modules)."""
+    seen, todo = [], [agent]
+    while todo:
+        path = todo.pop()
+        if path in seen or not path.is_file():
+            continue
+        seen.append(path)
+        try:
+            tree = ast.parse(path.read_text())
+        except (SyntaxError, ValueError, OSError):
+            continue
+        for node in ast.walk(tree):
+            todo += [agent.parent / f"{name.split('.')[0]}.py" for name in _imported_names(node) if name]
+    return seen
+
+
+def unanswered(agent: Path) -> list[str]:
+    """Where the agent's own files (those it imports from its folder) still hold the student notebook's
+    placeholder, in words: ``keys.py line 6 still has the placeholder ...``."""
+    from crashlab.lessons.notebook import unwritten
+
+    return [problem for path in local_imports(agent) if (problem := unwritten(path))]
 
 
 def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict | None = None,
@@ -180,8 +235,9 @@ def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict 
     if not agent.is_file():
         return TestResult(name, 0.0, max_score, f"the notebook did not write {check['agent']}, so there is no agent "
                                                 f"to crash-test", "matrix")
-    if check.get("on_reference_answers") and references:
-        agent = copy_on_answers(agent, references)
+    lent = references_for(check, references)
+    if lent:
+        agent = copy_on_answers(agent, lent)
     options = MatrixOptions.from_spec(check)
     matrix = crash_test(agent, options.points, progress=progress, workdir=None,  # rows in a folder of the grader's
                         extra_env=needs.env_for(check), stop_at_first_failure=True, deadline=deadline,
@@ -203,8 +259,12 @@ def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict 
         output = (f"not clean{asks}{expected}: {run - ok_rows} of the {run} crash points run failed"
                   + (f", and the other {matrix.not_run} were not run" if matrix.not_run else "")
                   + "; any failing crash point scores 0 for this check")
+        placeholders = unanswered(agent)
+        if placeholders:  # the cause first: the rows below only show what an unanswered exercise does
+            output = (f"not answered yet: {'; '.join(placeholders)}, and {check['agent']} runs it, so the crash "
+                      f"matrix could not pass. The matrix: {output}")
     problems = matrix.problems()
-    if check.get("on_reference_answers") and references:
+    if lent:
         problems = [without_agent_words(p) for p in problems]
     if problems:
         output += "\n" + "\n".join(f"- {p}" for p in problems)

@@ -70,7 +70,7 @@ def unwritten(path: str | os.PathLike) -> str | None:
         return f"{path.name} is not written yet"
     found = PLACEHOLDER.search(text)
     if found:
-        line = text.count("\n", 0, found.start()) + 1
+        line = text.count("\n", 0, found.end()) + 1  # the line that raises, as a traceback names it
         return f"{path.name} line {line} still has the placeholder `raise NotImplementedError()`"
     return None
 
