@@ -76,7 +76,8 @@ def test_gradescope_setup_then_run_autograder_grades_a_master_full_and_a_stub_ze
         assert all(set(t) == {"name", "score", "max_score", "visibility", "output"} for t in results["tests"])
         assert all(t["name"].startswith("01_naive_event_log ") for t in results["tests"])
         assert sum(t["max_score"] for t in results["tests"]) == 12
-        assert ", isolated" in results["output"], results["output"]
+        assert "isolated" not in results["output"], "the students' summary says nothing of the grader's machinery"
+    assert all(f"{LESSON1}: isolated (student code ran as a sandbox user)" in said for said in outputs), outputs
     assert master["score"] == 12, json.dumps(master, indent=1)
     assert stub["score"] == 0, json.dumps(stub, indent=1)
     matrix = next(t for t in stub["tests"] if t["name"].endswith("ex3_crash_matrix"))

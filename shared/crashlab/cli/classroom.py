@@ -112,6 +112,7 @@ def _self_check(args) -> int:
 
 def _grade_batch(args) -> int:
     from crashlab.grading.batch import grade_batch, summary, write_gradebook
+    from crashlab.grading.feedback import FILE_NAME as FEEDBACK_FILE, write_feedback
     from crashlab.grading.report import GradingError
     from crashlab.plumbing.outputs import GRADEBOOK, OutputError
 
@@ -130,6 +131,10 @@ def _grade_batch(args) -> int:
               "to grade the rest", file=sys.stderr)
         return 130
     print(summary(batch))
+    written = write_feedback(batch, Path(args.results_dir))
+    if written:
+        print(f"wrote {len(written)} students' feedback, one file each to hand back: "
+              f"{Path(args.results_dir) / 'graded' / 'STUDENT' / FEEDBACK_FILE}")
     if args.csv:
         try:
             write_gradebook(batch, Path(args.csv), force=args.force)
