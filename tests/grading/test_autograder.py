@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import zipfile
@@ -147,3 +148,23 @@ def test_the_classroom_script_fetches_the_bundle_from_either_secret(bundle, tmp_
 
     done = fetch(tmp_path / "d")
     assert done.returncode == 1 and "CRASHLAB_BUNDLE_URL" in done.stderr and not (tmp_path / "d").exists()
+
+
+def test_setup_leaves_nothing_behind_when_python_cannot_be_downloaded(tmp_path):
+    """No Python 3.11.5 or later at hand, and the download of one fails (its mirror refuses): setup.sh stops with
+    one error line and takes the uv it fetched for the download away with it."""
+    source = tmp_path / "source"
+    (source / "shared" / "crashlab" / "engines" / "restate").mkdir(parents=True)
+    shutil.copyfile(ROOT / "shared" / "crashlab" / "engines" / "restate" / "SERVER_VERSION",
+                    source / "shared" / "crashlab" / "engines" / "restate" / "SERVER_VERSION")
+    shutil.copyfile(TEMPLATES / "setup.sh", source / "setup.sh")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "python3").symlink_to(sys.executable)  # a python3 with pip, to install uv with
+    env = {**os.environ, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}", "CRASHLAB_PYTHON": "/bin/false",
+           "UV_PYTHON_INSTALL_MIRROR": "http://127.0.0.1:9/refused", "UV_OFFLINE": "1"}
+    done = subprocess.run(["bash", "setup.sh"], cwd=source, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "error: /bin/false is missing or older than 3.11.5" in done.stderr, done.stderr
+    assert not (source / ".uv-bootstrap").exists(), "the uv fetched for the download was left behind"
+    assert not (source / ".venv").exists()
