@@ -23,6 +23,25 @@ FILES = {
 }
 
 
+class NoServers:
+    """crashlab.engines.needs.Needs for agents that need no server."""
+
+    def __init__(self, folder):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def prepare(self, specs):
+        pass
+
+    def env_for(self, spec):
+        return {}
+
+
 def test_an_agent_preloads_the_engines_it_imports_and_nothing_else():
     assert demo.engine_preload("graph_agent.py", FILES) == ENGINES["langgraph"].imports  # through its own module
     assert demo.engine_preload("dbos_agent.py", FILES) == ENGINES["dbos"].imports
@@ -41,21 +60,9 @@ def test_matrices_run_two_at_once_longest_first_and_come_back_in_the_lessons_ord
     prepared, started, running, most = [], [], [], [0]
     lock = threading.Lock()
 
-    class FakeNeeds:
-        def __init__(self, folder):
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            pass
-
+    class FakeNeeds(NoServers):
         def prepare(self, specs):
             prepared.extend(spec.get("needs") for spec in specs if spec.get("needs"))
-
-        def env_for(self, spec):
-            return {}
 
     def fake_crash_test(agent, points, *, preload, **kwargs):
         with lock:
@@ -118,25 +125,9 @@ def test_a_durable_agent_failing_on_a_loaded_machine_is_run_again_alone_and_neve
         phase["n"] = 1
         return fake_matrix(agent, "durable", points, set() if case == "held when re-run alone" else set(points))
 
-    class FakeNeeds:
-        def __init__(self, folder):
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            pass
-
-        def prepare(self, specs):
-            pass
-
-        def env_for(self, spec):
-            return {}
-
     import crashlab.engines.needs
 
-    monkeypatch.setattr(crashlab.engines.needs, "Needs", FakeNeeds)
+    monkeypatch.setattr(crashlab.engines.needs, "Needs", NoServers)
     monkeypatch.setattr(demo, "crash_test", fake_crash_test)
     monkeypatch.chdir(tmp_path)
     code = demo.run_demo(solutions=tmp_path, html_out=None)
