@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +17,7 @@ from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.grading.answer_cells import write_answer_modules
 from crashlab.grading.isolation import Deadline, Isolation
 from crashlab.grading.references import copy_on_answers, lesson_references
-from crashlab.course.notebooks import grade_id, is_test_cell, nbgrader_meta, written_files
+from crashlab.course.notebooks import exercise_of, grade_id, is_answer_cell, is_test_cell, nbgrader_meta, written_files
 from crashlab.grading.report import TestResult
 from crashlab.course.metadata import lesson_meta
 from crashlab.plumbing.process_tree import die_with_parent
@@ -191,29 +193,74 @@ def _imported_names(node: ast.AST) -> list[str]:
     return []
 
 
+def own_text(path: Path, most: int = 1 << 22) -> str | None:
+    """A student's file as text, read without following a symbolic link (the grader reads it as root), or None
+    when it is missing, not a regular file, or not text."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        try:
+            return f.read(most).decode()
+        except UnicodeDecodeError:
+            return None
+
+
 def local_imports(agent: Path) -> list[Path]:
     """The agent file and every file of its folder it imports, directly or not (its own modules)."""
     seen, todo = [], [agent]
     while todo:
         path = todo.pop()
-        if path in seen or not path.is_file():
+        text = None if path in seen else own_text(path)
+        if text is None:
             continue
         seen.append(path)
         try:
-            tree = ast.parse(path.read_text())
-        except (SyntaxError, ValueError, OSError):
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):
             todo += [agent.parent / f"{name.split('.')[0]}.py" for name in _imported_names(node) if name]
     return seen
 
 
-def unanswered(agent: Path) -> list[str]:
-    """Where the agent's own files (those it imports from its folder) still hold the student notebook's
-    placeholder, in words: ``keys.py line 6 still has the placeholder ...``."""
-    from crashlab.lessons.notebook import unwritten
+def placeholders(paths) -> list[str]:
+    """Which of these files still hold the student notebook's placeholder, in words: ``keys.py line 6 still has
+    the placeholder ...``."""
+    from crashlab.lessons.notebook import placeholder_line, placeholder_words
 
-    return [problem for path in local_imports(agent) if (problem := unwritten(path))]
+    found = []
+    for path in paths:
+        line = placeholder_line(own_text(path) or "")
+        if line is not None:
+            found.append(placeholder_words(path.name, line))
+    return found
+
+
+def unanswered(agent: Path) -> list[str]:
+    """Where the agent's own files (those it imports from its folder) still hold the placeholder."""
+    return placeholders(local_imports(agent))
+
+
+def name_unanswered(tests: list[TestResult], master, workdir: Path) -> None:
+    """Put first in a failed check's feedback that its exercise is not answered yet, where its answer files still
+    hold their placeholder (and those of earlier exercises, where its words show it ran into one): the one fact
+    that explains what the check saw. A check that says so already, or passed, is left as it is."""
+    files = {cell.source.split()[1]: exercise_of(grade_id(cell)) for cell in master.cells
+             if is_answer_cell(cell) and cell.source.startswith("%%writefile ") and len(cell.source.split()) > 1}
+    for test in tests:
+        exercise = exercise_of(test.name)
+        if test.score >= test.max_score or exercise is None or test.output.startswith("not answered yet"):
+            continue
+        ran_into = "NotImplementedError" in test.output
+        mine = [workdir / name for name, ex in files.items()
+                if ex == exercise or (ex is not None and ex < exercise and ran_into)]
+        found = placeholders(mine)
+        if found:
+            test.output = f"not answered yet: {'; '.join(found)}. What the check saw: {test.output}"
 
 
 def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict | None = None,
@@ -259,10 +306,10 @@ def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict 
         output = (f"not clean{asks}{expected}: {run - ok_rows} of the {run} crash points run failed"
                   + (f", and the other {matrix.not_run} were not run" if matrix.not_run else "")
                   + "; any failing crash point scores 0 for this check")
-        placeholders = unanswered(agent)
-        if placeholders:  # the cause first: the rows below only show what an unanswered exercise does
-            output = (f"not answered yet: {'; '.join(placeholders)}, and {check['agent']} runs it, so the crash "
-                      f"matrix could not pass. The matrix: {output}")
+        found = unanswered(agent)
+        if found:  # the cause first: the rows below only show what an unanswered exercise does
+            runs = "" if all(words.startswith(f"{agent.name} ") for words in found) else f", and {agent.name} runs it"
+            output = f"not answered yet: {'; '.join(found)}{runs}, so the crash matrix could not pass. The matrix: {output}"
     problems = matrix.problems()
     if lent:
         problems = [without_agent_words(p) for p in problems]
