@@ -141,6 +141,8 @@ def test_a_durable_agent_failing_on_a_loaded_machine_is_run_again_alone_and_neve
     assert "run again, alone" in said and "re-run alone" in said
     if case == "held when re-run alone":
         assert code == 0 and "1 of 1 durable agent held at every crash point" in headline, said
+        assert "08 durable: after:model#1, after:model#2: failed in the loaded run, load average up to" in said, said
+        assert "and held when run again alone" in said, said
         assert "FAILED" not in said and "could not" not in said
     elif case == "still loaded":
         assert code == 1 and "FAILED" not in said and "not judged: too loaded" in said, said

@@ -237,10 +237,13 @@ def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None 
                     continue
                 print(fit(f"{label}, re-run alone:\n{rerun}"), flush=True)
                 both = merged(matrix, rerun)
-                note = f"{len(rerun.rows)} crash point(s) failed in the loaded run ({first_load}) and were run again alone"
+                points = failing[(lesson, results[k]["title"])] or [BASELINE]
+                note = (f"{', '.join(points)}: failed in the loaded run, {first_load}, and "
+                        + ("held" if both.ok else "failed again") + " when run again alone")
+                print(fit(f"{label}: {note}"), flush=True)
                 timelines.pop(id(matrix), None)
                 sections[k] = (f"{label} ({note})", both, lesson)
-                results[k] = {**results[k], **both.as_dict(), "rerun_alone": [row.point for row in rerun.rows]}
+                results[k] = {**results[k], **both.as_dict(), "rerun_alone": points}
                 draw(sections[k])
                 if not both.ok and watch.loaded:
                     unjudged[id(both)] = (f"the machine was too loaded ({first_load}, then {watch.words()} for the "
