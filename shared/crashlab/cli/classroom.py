@@ -105,6 +105,7 @@ def _self_check(args) -> int:
 
 def _grade_batch(args) -> int:
     from crashlab.grading.batch import grade_batch, summary, write_gradebook
+    from crashlab.grading.feedback import FILE_NAME as FEEDBACK_FILE, write_feedback
     from crashlab.grading.report import GradingError
     from crashlab.plumbing.outputs import GRADEBOOK, OutputError
 
@@ -124,6 +125,10 @@ def _grade_batch(args) -> int:
               "to grade the rest", file=sys.stderr)
         return 130
     print(summary(batch))
+    written = write_feedback(batch, Path(args.results_dir))
+    if written:
+        print(f"wrote {len(written)} students' feedback, one file each to hand back: "
+              f"{Path(args.results_dir) / 'graded' / 'STUDENT' / FEEDBACK_FILE}")
     if args.csv:
         try:
             write_gradebook(batch, Path(args.csv), force=args.force)
@@ -192,8 +197,8 @@ def _execute(args) -> int:
 def _result(args) -> int:
     """Exit 0 when test NAME has full marks in a results file, 1 when not, 2 when it is missing.
 
-    With ``CRASHLAB_RUN_ID`` set (the classroom workflow sets it), only a results file written by this
-    grading run counts: a stale or committed file scores 0."""
+    With ``--run-id ID`` (the classroom workflow's command names its run; ``CRASHLAB_RUN_ID`` when it is not
+    given), only a results file written by the grading run ID counts: a stale or committed file scores 0."""
     import os
 
     try:
@@ -202,9 +207,12 @@ def _result(args) -> int:
     except ValueError as exc:
         print(f"error: {exc}: 0 points", file=sys.stderr)
         return 2
-    run_id = os.environ.get("CRASHLAB_RUN_ID")
+    run_id = args.run_id if args.run_id is not None else os.environ.get("CRASHLAB_RUN_ID")
+    if run_id is not None and not run_id.strip():
+        print("error: --run-id is empty (the workflow's run id did not reach the command): 0 points", file=sys.stderr)
+        return 2
     if run_id and results.get("run_id") != run_id:
-        print(f"error: {args.results} was not written by this grading run: 0 points", file=sys.stderr)
+        print(f"error: {args.results} was not written by this grading run ({run_id}): 0 points", file=sys.stderr)
         return 2
     print(f"{args.test}: {score:g}/{max_score:g}\n{output}")
     return 0 if score >= max_score else 1
@@ -262,6 +270,8 @@ def add_class_commands(sub) -> None:
     result = sub.add_parser("result", help="exit 0 if one test has full marks in a results file (for CI graders)")
     result.add_argument("results", help="a results file written by `crashlab grade --json` (missing or wrong: 0 points)")
     result.add_argument("--test", required=True)
+    result.add_argument("--run-id", metavar="ID", help="count only a results file written by the grading run ID "
+                                                       "(default: $CRASHLAB_RUN_ID, if set)")
     result.set_defaults(func=_result)
 
     classroom = sub.add_parser("classroom", help="print the GitHub Classroom workflow for the current masters")
