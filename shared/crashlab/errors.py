@@ -13,7 +13,9 @@ The root and the agents' family are here; each other error lives beside the code
     |   |   +-- ModelCallFailed     ... to the model
     |   +-- TemporalUnavailable     crashlab.engines.temporal.client: no Temporal server to reach
     |   +-- RestateUnavailable      crashlab.engines.restate.client: no Restate server to reach
-    |   +-- OrderLocked             crashlab.answers.lesson01: another process holds the order's log
+    |   +-- OrderLocked             crashlab.eventlog: another process holds the order's lock
+    |   +-- LessonOneNotReady       crashlab.release.templates.own_lesson01 (a release's answers.lesson01): the
+    |                               learner's lesson 1 files, which lessons 2 and 7 run, are missing or unanswered
     +-- ServerError                 a server the course starts could not be found, started, reached or stopped
     |   +-- TemporalServerError     crashlab.engines.temporal (each engine's own: its registry entry names it)
     |   +-- RestateServerError      crashlab.engines.restate

@@ -49,7 +49,8 @@ def test_needs_are_the_engines_with_a_server_each_with_its_error_binary_and_pin(
 
 def test_what_a_students_process_may_see_of_the_engines_is_what_their_agents_read_and_their_binaries():
     assert registry.student_env() == {"CRASHLAB_TEMPORAL_ADDRESS", "CRASHLAB_RESTATE_INGRESS", "CRASHLAB_RESTATE_ADMIN",
-                                      "CRASHLAB_POSTGRES_URL", "CRASHLAB_TEMPORAL_BIN", "CRASHLAB_RESTATE_BIN"}
+                                      "CRASHLAB_POSTGRES_URL", "CRASHLAB_SLOW_CHECKPOINTS_S", "CRASHLAB_TEMPORAL_BIN",
+                                      "CRASHLAB_RESTATE_BIN"}
 
 
 def test_an_unknown_engine_is_named_with_those_there_are():

@@ -60,6 +60,8 @@ if TYPE_CHECKING:  # each imported on first use (crashlab.plumbing.lazy reads th
     # the benchmark
     from crashlab.bench import run_benchmark
     from crashlab.engines.temporal.bench_workflow import seconds_per_step
+    # the soak's bill of a stalled world, engine by engine (the side-by-side lesson)
+    from crashlab.soak.zombies import zombie_cost
     # an exercise that builds on an earlier one's answer (the grader hands the reference's when it is wrong)
     from crashlab.grading.references import on_reference_answers, reference_value
 
@@ -81,4 +83,4 @@ __all__ = [
     "run_benchmark", "run_python", "seconds_per_step", "send_confirmation", "show_figure", "show_log", "show_run",
     "start_agent", "state_dir", "step_result", "stop_worlds", "stopped_before", "temporal_activities",
     "terminal_summary", "throwaway_postgres", "timeline", "undo_steps", "use_quiet_runtime", "variant",
-    "work_in_lesson_folder", "world_service"]
+    "work_in_lesson_folder", "world_service", "zombie_cost"]

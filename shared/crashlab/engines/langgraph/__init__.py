@@ -7,12 +7,16 @@ from crashlab.engines.langgraph.bench import FunctionalWorkloads, LangGraphWorkl
 from crashlab.engines.langgraph.record import CheckpointReader
 from crashlab.engines.postgres import ENV_POSTGRES_URL
 
+# Seconds each checkpoint write is held back in an agent run, as on a loaded machine's disk (crashlab.agent.slow_disk,
+# which a launcher preloads for a lesson's world or a check's).
+ENV_SLOW_CHECKPOINTS = "CRASHLAB_SLOW_CHECKPOINTS_S"
+
 ENGINE = Engine(
     "langgraph", "LangGraph", "#4c72b0", packages=("langgraph", "langgraph-checkpoint-sqlite"),
-    imports=("langgraph.graph", "langgraph.checkpoint.sqlite"), env=(ENV_POSTGRES_URL,),
+    imports=("langgraph.graph", "langgraph.checkpoint.sqlite"), env=(ENV_POSTGRES_URL, ENV_SLOW_CHECKPOINTS),
     bench=("langgraph-exit", "langgraph-async", "langgraph-sync"), workload=LangGraphWorkloads(),
     records=CheckpointReader.what, record=CheckpointReader(),
     integrations=(Integration("langgraph-functional", "LangGraph's functional API", "langgraph-sync", (),
                               ("langgraph.func",), FunctionalWorkloads()),))
 
-__all__ = ["ENGINE"]
+__all__ = ["ENGINE", "ENV_SLOW_CHECKPOINTS"]
