@@ -8,7 +8,12 @@ reply) as what it is: an exercise not answered yet, not a wrong answer.
 
 from __future__ import annotations
 
+import re
+
 from crashlab.plumbing.tracebacks import cut_at_word
+
+VISIBLE_CHECK = re.compile(r"#\s*Exercise (\d+): visible check")  # the first line of an exercise's visible checks
+CELL_FILE = re.compile(r"ipykernel_\d+/\d+\.py$|^<ipython-input-")  # the file name IPython gives a cell's code
 
 STUB = "NotImplementedError"
 PLAIN = (str, bytes, dict, list, tuple, set, int, float, bool, type(None))
