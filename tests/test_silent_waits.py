@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import nbformat
+import pytest
 
-from silent_waits import Silence, Slowdown, longest_silence
-
-TESTS = Path(__file__).resolve().parent
+from silent_waits import Silence, SilentWaits, Slowdown, longest_silence
 
 
 class Steady(Slowdown):
@@ -45,23 +40,25 @@ def test_the_slowdown_is_measured_and_never_below_one():
     assert slowdown.between(end + 60, end + 70) == 1.0  # nothing sampled near: taken as quiet
 
 
-def test_a_master_cell_silent_too_long_fails_and_each_cell_is_measured_from_the_kernel(tmp_path):
+def test_a_master_cell_silent_too_long_fails_and_each_cell_is_measured_from_the_kernel(tmp_path, monkeypatch, capsys):
     """nbval over a small notebook with the plugin, its limit cut to nothing: every cell fails, saying why; the
     report gives the silence a sleeping cell had (at least its sleep) and one a printing cell had (shorter)."""
-    cells = ["import time\ntime.sleep(3)", "import time\nfor _ in range(10):\n    print('.')\n    time.sleep(0.3)"]
+    cells = ["import time\ntime.sleep(1.5)", "import time\nfor _ in range(6):\n    print('.')\n    time.sleep(0.25)"]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells],
                                   metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
                                                            "language": "python"}})
     path = tmp_path / "silent.ipynb"
     nbformat.write(nb, path)
     report = tmp_path / "silences.jsonl"
-    env = {**os.environ, "PYTHONPATH": str(TESTS), "CRASHLAB_SILENCE_REPORT": str(report),
-           "CRASHLAB_SILENCE_LIMIT_S": "0.000001"}
-    ran = subprocess.run([sys.executable, "-m", "pytest", "-p", "silent_waits", "-p", "no:cacheprovider", "--nbval-lax",
-                          "--rootdir", str(tmp_path), str(path), "-q"], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=300)
-    assert ran.returncode == 1, ran.stdout + ran.stderr
-    assert ran.stdout.count("a silent wait: no output for") == 2, ran.stdout
+    monkeypatch.setenv("CRASHLAB_SILENCE_REPORT", str(report))
+    monkeypatch.chdir(tmp_path)
+    plugin = SilentWaits(limit=0.000001)
+    # in this process (pytester's way): the plugin and nbval are imported already, no second interpreter to start
+    code = pytest.main(["-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly", "--nbval-lax", "--rootdir",
+                        str(tmp_path), str(path), "-q", "-o", "addopts="], plugins=[plugin])
+    out = capsys.readouterr().out
+    assert code == pytest.ExitCode.TESTS_FAILED, out
+    assert out.count("a silent wait: no output for") == 2, out
     sleeping, printing = [json.loads(line) for line in report.read_text().splitlines()]
-    assert sleeping["seconds"] >= 3.0 and sleeping["after"] == "the cell's start", sleeping
-    assert printing["seconds"] < sleeping["seconds"] and printing["cell_seconds"] >= 3.0, printing
+    assert sleeping["seconds"] >= 1.5 and sleeping["after"] == "the cell's start", sleeping
+    assert printing["seconds"] < sleeping["seconds"] and printing["cell_seconds"] >= 1.5, printing

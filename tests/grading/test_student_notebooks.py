@@ -160,7 +160,7 @@ def test_a_visible_check_sees_the_answer_written_after_it_ran(tmp_path):
     placeholder = "def value():\n    # YOUR CODE HERE\n    raise NotImplementedError()\n"
     answer = "def value():\n    # YOUR CODE HERE\n    return 'the answer as it is now'\n"
     same_size = "VALUE = 'a'\n", "VALUE = 'b'\n"
-    cells = ["import crashlab.lessons.notebook, json, os, sys\nsys.dont_write_bytecode = False  # as on most machines",
+    cells = ["import crashlab.lessons.notebook, os, sys\nsys.dont_write_bytecode = False  # as on most machines",
              f"open('answer.py', 'w').write({placeholder!r}); open('same.py', 'w').write({same_size[0]!r})",
              "# Exercise 1: visible checks\nfrom answer import value\nassert value()",
              f"open('answer.py', 'w').write({answer!r})",
@@ -168,7 +168,7 @@ def test_a_visible_check_sees_the_answer_written_after_it_ran(tmp_path):
              "# Exercise 2: visible checks\nimport same\nprint(same.VALUE)",
              f"st = os.stat('same.py'); open('same.py', 'w').write({same_size[1]!r}); os.utime('same.py', ns=(st.st_atime_ns, st.st_mtime_ns))",
              "# Exercise 2: visible checks\nimport same\nprint(same.VALUE)",
-             "print(json.__name__ in sys.modules)"]
+             "print(sys.modules['crashlab.lessons.notebook'] is crashlab.lessons.notebook)"]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     NotebookClient(nb, timeout=60, kernel_name="python3", allow_errors=True, extra_arguments=QUIET_KERNEL,
                    resources={"metadata": {"path": str(tmp_path)}}).execute(cwd=str(tmp_path))

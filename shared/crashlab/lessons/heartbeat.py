@@ -86,17 +86,19 @@ class Heartbeat:
                 time.sleep(min(max(due, 0.2), 1.0))
 
     def where(self) -> str:
-        """``, on line N: CODE``: the cell's line the kernel's main thread is running now (empty when it is not in the
-        cell's own code, as in a cell that awaits)."""
-        frame = sys._current_frames().get(self.main)
+        """``, on line N: CODE``: the running cell's own line that the kernel's main thread is in now -- the outermost
+        frame of a cell's code, not a helper that an earlier cell defined -- or empty (a cell that awaits)."""
+        frame, line = sys._current_frames().get(self.main), None
         while frame is not None:
             if CELL_FILE.search(frame.f_code.co_filename):
-                code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-                if len(code) > WIDTH:
-                    code = code[:WIDTH - 1] + "…"
-                return f", on line {frame.f_lineno}: {code}" if code else f", on line {frame.f_lineno}"
+                line = frame.f_code.co_filename, frame.f_lineno
             frame = frame.f_back
-        return ""
+        if line is None:
+            return ""
+        code = linecache.getline(*line).strip()
+        if len(code) > WIDTH:
+            code = code[:WIDTH - 1] + "…"
+        return f", on line {line[1]}: {code}" if code else f", on line {line[1]}"
 
 
 def install(shell) -> Heartbeat | None:
