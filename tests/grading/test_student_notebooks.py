@@ -166,7 +166,8 @@ def test_a_visible_check_sees_the_answer_written_after_it_ran(tmp_path):
              f"open('answer.py', 'w').write({answer!r})",
              "# Exercise 1: visible checks\nfrom answer import value\nprint(value())",
              "# Exercise 2: visible checks\nimport same\nprint(same.VALUE)",
-             f"st = os.stat('same.py'); open('same.py', 'w').write({same_size[1]!r}); os.utime('same.py', ns=(st.st_atime_ns, st.st_mtime_ns))",
+             f"st = os.stat('same.py'); open('same.py', 'w').write({same_size[1]!r})\n"
+             "os.utime('same.py', ns=(st.st_atime_ns, st.st_mtime_ns))  # the same size, the same time",
              "# Exercise 2: visible checks\nimport same\nprint(same.VALUE)",
              "print(sys.modules['crashlab.lessons.notebook'] is crashlab.lessons.notebook)"]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])

@@ -64,7 +64,8 @@ def test_the_text_of_a_measuring_lesson_states_no_measured_figure(lesson):
                     f"{lesson}: a measured figure in the text (print it from the cell that measures it): {sentence!r}"
 
 
-@pytest.mark.parametrize("lesson, pointer, measuring, line", POINTERS, ids=[f"{p[0][:2]}-{p[2][:20]}" for p in POINTERS])
+@pytest.mark.parametrize("lesson, pointer, measuring, line", POINTERS,
+                         ids=[f"{p[0][:2]}-{p[2][:20]}" for p in POINTERS])
 def test_the_text_points_at_a_line_printed_by_the_cell_that_measured(lesson, pointer, measuring, line):
     nb = master(lesson)
     text, code = cell_with(nb, pointer, "markdown"), cell_with(nb, measuring)
@@ -97,7 +98,8 @@ def test_lesson_9s_lines_agree_with_its_benchmark_table():
     local, server = per_step["dbos-sqlite"], per_step["restate"]
     assert cheaper.group(1) == ("dbos-sqlite" if local < server else "restate")
     assert float(cheaper.group(2)) == pytest.approx(max(local, server) / min(local, server), abs=0.06)
-    rerun = {engine: int(cells[4].split("/")[0]) for engine, cells in table.items() if re.fullmatch(r"\d+/\d+", cells[4])}
+    rerun = {engine: int(cells[4].split("/")[0]) for engine, cells in table.items()
+             if re.fullmatch(r"\d+/\d+", cells[4])}
     for engine, steps in rerun.items():
         assert re.search(rf"^  {re.escape(engine)}\s+{steps}/", said, re.M), f"{engine} ran {steps} again:\n{said}"
     extra = rerun["langgraph-async"] - rerun["langgraph-sync"]

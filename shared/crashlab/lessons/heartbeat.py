@@ -66,7 +66,7 @@ class Heartbeat:
                 if kind == "stream" and msg.get("content", {}).get("name") == "stdout":
                     self.may_write = True
 
-    # --- the watcher ----------------------------------------------------------------------------------------------------
+    # --- the watcher -------------------------------------------------------------------------------------------------
     def _watch(self) -> None:
         while True:
             self.wake.wait()
