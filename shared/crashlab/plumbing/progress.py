@@ -29,13 +29,11 @@ def watched(bar) -> bool:
     return False
 
 
-@contextlib.contextmanager
-def keep_ticking(bar, every: float | None = None) -> Iterator[None]:
-    """Redraw ``bar`` (a tqdm bar, or None: nothing to do) every ``every`` seconds while the block runs (by default
-    each second where it is watched, each ten in a log)."""
+def start_ticking(bar, every: float | None = None) -> Callable[[], None]:
+    """Redraw ``bar`` (a tqdm bar, or None: nothing to do) every ``every`` seconds (by default each second where it is
+    watched, each ten in a log) until the function this returns is called."""
     if bar is None:
-        yield
-        return
+        return lambda: None
     every = every or (1.0 if watched(bar) else 10.0)
     done = threading.Event()
 
@@ -46,11 +44,21 @@ def keep_ticking(bar, every: float | None = None) -> Iterator[None]:
 
     thread = threading.Thread(target=tick, name="progress-tick", daemon=True)
     thread.start()
+
+    def stop() -> None:
+        done.set()
+        thread.join(timeout=2 * every)
+    return stop
+
+
+@contextlib.contextmanager
+def keep_ticking(bar, every: float | None = None) -> Iterator[None]:
+    """:func:`start_ticking` for the length of a block."""
+    stop = start_ticking(bar, every)
     try:
         yield
     finally:
-        done.set()
-        thread.join(timeout=2 * every)
+        stop()
 
 
 class Ticker:
