@@ -81,10 +81,17 @@ MUTANTS = [
     ("08_frameworks.ipynb", "ex2_dbos_agent", 'DBOS.step(name="order_agent__tool_call", **TOOL_RETRIES)',
      'DBOS.step(name="order_agent__tool_call")', "ex2_dbos_agent_checks",
      "with the payment service answering 503 to the first two charges, expected the tool step to retry"),
+    ("08_frameworks.ipynb", "ex2_dbos_agent", 'PARALLEL_EXECUTION_MODE = "sequential"',
+     'PARALLEL_EXECUTION_MODE = "parallel_ordered_events"', "ex2_dbos_agent_checks",
+     "it handed the charge's record to the reservation"),
+    ("08_frameworks.ipynb", "ex3_functional", 'else call_key(thread, turn, call)',
+     'else f"{thread}/{call[\'id\']}/{call[\'name\']}"', "ex3_functional_checks",
+     "a key from its new tool_use id is a new key"),
 ]
 IDS = ["final answer not logged", "a 400 retried", "run_once does not wait", "claim reads then inserts or ignores",
        "claim reads then inserts", "claim reads then inserts in a deferred transaction", "durability async",
-       "key without the step", "a DBOS tool step that does not retry"]
+       "key without the step", "a DBOS tool step that does not retry", "DBOS tool calls run at once",
+       "a functional-API key from the tool_use id"]
 
 
 @pytest.mark.parametrize("master, answer, old, new, check, why", MUTANTS, ids=IDS)
