@@ -9,7 +9,8 @@ place, without a line of progress code in each cell::
     … 10 s into the cell, on line 3: row = crash_row(agent, "before:reserve_item", workdir=".crashlab/lesson04", …
 
 They are written only where the cell writes text anyway: in a visible check (which ends by saying it passed) and
-in a cell that has printed something already. A cell whose output is a figure or a progress bar alone keeps that
+in a cell that has printed something already -- and never into a line the cell has left open (``resuming ... ``),
+which says by itself that something is going on. A cell whose output is a figure or a progress bar alone keeps that
 shape; how long it waited is the only thing a line here would change. The lines start with ``… `` (an ellipsis and a
 space), and the masters' output comparison (``tests/nbval-sanitize.cfg``) drops them: how many a run writes depends
 on the machine.
@@ -38,7 +39,7 @@ class Heartbeat:
         self.every = every
         self.lock = threading.Lock()
         self.started = self.last_output = 0.0
-        self.running = self.may_write = False
+        self.running = self.may_write = self.open_line = False
         self.main = threading.main_thread().ident
         self.wake = threading.Event()
         self.thread: threading.Thread | None = None
@@ -47,7 +48,7 @@ class Heartbeat:
     def cell_started(self, info) -> None:
         with self.lock:
             self.started = self.last_output = time.monotonic()
-            self.running = True
+            self.running, self.open_line = True, False
             self.may_write = bool(VISIBLE_CHECK.match((getattr(info, "raw_cell", None) or "").lstrip()))
         if self.thread is None:
             self.thread = threading.Thread(target=self._watch, name="crashlab-heartbeat", daemon=True)
@@ -61,10 +62,14 @@ class Heartbeat:
     def sent(self, msg: dict) -> None:
         kind = msg.get("msg_type") or msg.get("header", {}).get("msg_type")
         if kind in SHOWN:
+            content = msg.get("content", {})
             with self.lock:
                 self.last_output = time.monotonic()
-                if kind == "stream" and msg.get("content", {}).get("name") == "stdout":
+                if kind == "stream" and content.get("name") == "stdout":
                     self.may_write = True
+                    # a line the cell left open ("resuming ... ") is its own sign of progress, and a line of ours
+                    # written into it could not be told from the cell's text
+                    self.open_line = not str(content.get("text", "")).endswith("\n")
 
     # --- the watcher -------------------------------------------------------------------------------------------------
     def _watch(self) -> None:
@@ -77,7 +82,7 @@ class Heartbeat:
                         break
                     due = self.last_output + self.every - time.monotonic()
                     line = None
-                    if due <= 0 and self.may_write:
+                    if due <= 0 and self.may_write and not self.open_line:
                         line = f"… {time.monotonic() - self.started:.0f} s into the cell{self.where()}"
                         self.last_output = time.monotonic()  # and again once its message goes out
                         due = self.every
