@@ -8,9 +8,10 @@ place, without a line of progress code in each cell::
 
     … 10 s into the cell, on line 3: row = crash_row(agent, "before:reserve_item", workdir=".crashlab/lesson04", …
 
-They are written only where the cell writes text anyway: in a visible check (which ends by saying it passed) and
-in a cell that has printed something already -- and never into a line the cell has left open (``resuming ... ``),
-which says by itself that something is going on. A cell whose output is a figure or a progress bar alone keeps that
+They are written only where the cell writes text anyway -- in a visible check (which ends by saying it passed), in a
+cell that has printed something already -- or where no one compares its outputs (a master's cell marked
+``# NBVAL_IGNORE_OUTPUT``), and never into a line the cell has left open (``resuming ... ``), which says by itself
+that something is going on. A cell whose output is a figure or a progress bar alone keeps that
 shape; how long it waited is the only thing a line here would change. The lines start with ``… `` (an ellipsis and a
 space), and the masters' output comparison (``tests/nbval-sanitize.cfg``) drops them: how many a run writes depends
 on the machine.
@@ -27,6 +28,7 @@ import time
 from crashlab.lessons.words import CELL_FILE, VISIBLE_CHECK
 
 EVERY_S = float(os.environ.get("CRASHLAB_HEARTBEAT_S", "5"))  # the tests shorten it
+IGNORED_OUTPUT = "# NBVAL_IGNORE_OUTPUT"  # a master's cell whose outputs nbval does not compare: any shape will do
 SHOWN = {"stream", "display_data", "update_display_data", "execute_result", "clear_output", "comm_msg", "error"}
 WIDTH = 100
 
@@ -49,7 +51,8 @@ class Heartbeat:
         with self.lock:
             self.started = self.last_output = time.monotonic()
             self.running, self.open_line = True, False
-            self.may_write = bool(VISIBLE_CHECK.match((getattr(info, "raw_cell", None) or "").lstrip()))
+            cell = (getattr(info, "raw_cell", None) or "").lstrip()
+            self.may_write = bool(VISIBLE_CHECK.match(cell)) or IGNORED_OUTPUT in cell
         if self.thread is None:
             self.thread = threading.Thread(target=self._watch, name="crashlab-heartbeat", daemon=True)
             self.thread.start()
