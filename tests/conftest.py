@@ -1,9 +1,9 @@
 """What the whole suite shares: the scheduler that keeps a notebook's cells on one worker, the check of every
-feedback message the suite's gradings produce (:mod:`feedback_guard`), a clean environment for every test, the
-fixtures many modules use -- ``world`` (a fresh world), ``world_env`` (its endpoints in this process's
-environment), ``no_world_env``, ``launcher`` (a warm launcher per module, with the module's ``PRELOAD``) and
-``lesson_files`` (a master's files in a scratch folder) -- and the ``needs_restate`` marker (such a test skips,
-saying how to install the server, where `make setup` could not).
+feedback message the suite's gradings produce (:mod:`feedback_guard`), the check that no master's cell waits long
+in silence (:mod:`silent_waits`), a clean environment for every test, the fixtures many modules use -- ``world`` (a
+fresh world), ``world_env`` (its endpoints in this process's environment), ``no_world_env``, ``launcher`` (a warm
+launcher per module, with the module's ``PRELOAD``) and ``lesson_files`` (a master's files in a scratch folder) --
+and the ``needs_restate`` marker (such a test skips, saying how to install the server, where `make setup` could not).
 
 One pool of two workers for the whole suite: the tests and nbval over the masters.
 
@@ -20,6 +20,7 @@ import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 import feedback_guard
+import silent_waits
 
 feedback_guard.install()  # before any test module imports the grader's functions
 
@@ -40,6 +41,7 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_configure(config):
+    silent_waits.register(config)  # nbval's cells of the masters, wherever they run: a long silence fails its cell
     config.addinivalue_line("markers", "needs_restate: needs the Restate server binary (`make setup` installs it); "
                                        "skips, saying so, without it")
 

@@ -21,6 +21,7 @@ from crashlab.bench.results import BenchResult, BenchRow
 from crashlab.bench.spawn import Servers, availability, measure_engine, recover_engine
 from crashlab.engines import registry
 from crashlab.engines.registry import integration_of_variant
+from crashlab.plumbing.progress import keep_ticking
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
 
 
@@ -101,6 +102,7 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
 
     try:
         with contextlib.ExitStack() as stack:
+            stack.enter_context(keep_ticking(bar))  # an engine's recovery scene takes seconds: the clock runs on
             servers = Servers(run_dir, stack, timeout_s)
             for engine in engines:
                 row = BenchRow(engine)

@@ -94,7 +94,8 @@ def _self_check(args) -> int:
     from crashlab.grading.selfcheck import self_check
 
     try:
-        report = self_check(args.notebook, cell_timeout=args.timeout, deadline=args.deadline)
+        report = self_check(args.notebook, cell_timeout=args.timeout, deadline=args.deadline,
+                            progress=lambda stage: print(stage, file=sys.stderr, flush=True))
     except GradingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -28,9 +28,11 @@ JUDGE_SETUP_TAG = "judge-setup"
 
 
 def judge_checks(master, submission, isolation: Isolation, deadline: Deadline,
-                 on_result: Callable[[str, bool], None] | None = None) -> list[TestResult]:
+                 on_result: Callable[[str, bool], None] | None = None,
+                 on_start: Callable[[str], None] | None = None) -> list[TestResult]:
     """Run the master's checks in the judge; ``on_result(name, passed)`` is told each one as the judge finishes
-    it (a lesson's checks take minutes on a loaded machine: the command line says so as they come)."""
+    it, ``on_start(name)`` as it starts it (a lesson's checks take minutes on a loaded machine: the command line
+    says so as they come)."""
     tests = [c for c in master.cells if c.cell_type == "code" and is_test_cell(c)]
     if not tests:
         return []
@@ -49,7 +51,7 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline,
     process = start_judge(isolation, job_file, results_file, errors_file,
                           start_launcher=bool(lesson_meta(master).get("matrix_checks")))
     results: dict[str, dict] = {}
-    out, err = _talk_to_judge(process, results_file, errors_file, deadline, on_result)
+    out, err = _talk_to_judge(process, results_file, errors_file, deadline, on_result, on_start)
     last_words = cut_at_word((err.decode(errors="replace").strip().splitlines() or [""])[-1], 300)
     for line in out.decode(errors="replace").splitlines():
         try:
@@ -106,22 +108,26 @@ def start_judge(isolation: Isolation, job_file: Path, results_file: Path, errors
 
 
 def _talk_to_judge(process, results_file: Path, errors_file: Path, deadline: Deadline,
-                   on_result: Callable[[str, bool], None] | None) -> tuple[bytes, bytes]:
-    """Wait for the judge, telling ``on_result`` each result as it lands in ``results_file`` (a lesson's checks
-    take minutes on a loaded machine: the command line says so as they come), and stop it at the deadline. Its
-    stdout and stderr, whole."""
+                   on_result: Callable[[str, bool], None] | None,
+                   on_start: Callable[[str], None] | None = None) -> tuple[bytes, bytes]:
+    """Wait for the judge, telling ``on_start`` each check it starts and ``on_result`` each result as they land in
+    ``results_file`` (a lesson's checks take minutes on a loaded machine: the command line says so as they come),
+    and stop it at the deadline. Its stdout and stderr, whole."""
     told = 0
 
     def tell_new() -> None:
         nonlocal told
         lines = _read_bytes(results_file).split(b"\n")[:-1]  # complete lines only
         for line in lines[told:]:
-            if on_result is not None:
-                try:
-                    result = json.loads(line)
+            try:
+                result = json.loads(line)
+                if "started" in result:
+                    if on_start is not None:
+                        on_start(str(result["started"]))
+                elif on_result is not None:
                     on_result(str(result["name"]), result.get("passed") is True)
-                except (ValueError, KeyError, TypeError):
-                    pass
+            except (ValueError, KeyError, TypeError):
+                pass
         told = max(told, len(lines))
 
     try:

@@ -5,16 +5,19 @@ The notebook run here only produces the student's files; nothing in it awards a 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import nbformat
 
 from crashlab.course.notebooks import lesson_of
 from crashlab.engines.registry import server_binaries, student_env
+from crashlab.grading.run_notebook import CELL_MARK
 from crashlab.grading.report import GradingError
 from crashlab.plumbing.sandbox_slot import SandboxSlot
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
@@ -195,9 +198,10 @@ def keep_only_what_the_submission_writes(nb, master) -> int:
 
 
 def run_submission(nb, isolation: Isolation, deadline: Deadline, cell_timeout: int,
-                   executed: Path | None = None) -> list[str]:
+                   executed: Path | None = None, on_cell: Callable[[int, int], None] | None = None) -> list[str]:
     """Run the notebook as the student until it ends or the deadline passes; return notes. ``executed``: where
-    to save the notebook with its outputs (the learner's self-check reads them; grading never does)."""
+    to save the notebook with its outputs (the learner's self-check reads them; grading never does). ``on_cell(i, n)``:
+    told as the kernel starts the notebook's cell i of n (a lesson's cells take minutes on a loaded machine)."""
     source = isolation.workdir / "submission.ipynb"
     nbformat.write(nb, source)
     if isolation.sandbox is not None:
@@ -209,8 +213,17 @@ def run_submission(nb, isolation: Isolation, deadline: Deadline, cell_timeout: i
                                    str(cell_timeout), str(isolation.workdir), *([str(executed)] if executed else [])],
                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
     notes = []
+    told = 0
     try:
-        process.wait(timeout=max(1.0, deadline.left()))
+        while True:
+            try:
+                process.wait(timeout=min(0.5, max(0.05, deadline.left())) if on_cell else max(1.0, deadline.left()))
+                break
+            except subprocess.TimeoutExpired:
+                if deadline.passed:
+                    raise
+                told = _tell_cells(log, told, on_cell)
+        _tell_cells(log, told, on_cell)
         text = log.read_text(errors="replace")
         notes += [line for line in text.splitlines() if line.startswith("the ")][:3]
     except subprocess.TimeoutExpired:
@@ -219,3 +232,14 @@ def run_submission(nb, isolation: Isolation, deadline: Deadline, cell_timeout: i
     isolation.kill_everything()
     process.wait()
     return notes
+
+
+def _tell_cells(log: Path, told: int, on_cell: Callable[[int, int], None] | None) -> int:
+    """Tell ``on_cell`` of each ``CELL i/n`` line the notebook's runner wrote to ``log`` since line ``told``."""
+    lines = log.read_text(errors="replace").splitlines()
+    for line in lines[told:]:
+        if on_cell is not None and line.startswith(CELL_MARK):
+            with contextlib.suppress(ValueError):
+                index, count = line[len(CELL_MARK):].split("/")
+                on_cell(int(index), int(count))
+    return len(lines)

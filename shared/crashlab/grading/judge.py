@@ -177,6 +177,10 @@ def main() -> None:
                     job.get("student_modules", []))
     try:
         for check in job["checks"]:
+            first = ("" if checks.prepared or not checks.preamble.strip()
+                     else " (first the lesson's given cells it uses)")
+            out.write(json.dumps({"started": check["name"] + first}) + "\n")  # the grader says what is running
+            out.flush()
             out.write(json.dumps(checks.run(check)) + "\n")
             out.flush()
     finally:

@@ -24,6 +24,7 @@ from crashlab.harness.launcher import WarmLauncher, kept_launcher
 from crashlab.crash_points import BASELINE, check_on_path, default_points, failure_points, row_label
 from crashlab.order import ORDER_ID, check_failure
 from crashlab.plumbing.outputs import MATRIX, write_output
+from crashlab.plumbing.progress import keep_ticking
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
 from crashlab.world import World
 
@@ -342,13 +343,15 @@ def crash_test(agent: str | Path, options: MatrixOptions | str | list[str] = "al
             futures = [pool.submit(one_row, p, second) for p, second in todo]
             try:
                 done = as_completed(futures)
+                bar = None
                 if progress:
                     from tqdm.auto import tqdm  # a widget in a notebook (not text on the red stderr), else stderr
 
-                    done = tqdm(done, total=len(futures), desc=f"crash matrix: {agent.name}", unit="point",
-                                dynamic_ncols=True)
-                for future in done:
-                    future.result()
+                    done = bar = tqdm(done, total=len(futures), desc=f"crash matrix: {agent.name}", unit="point",
+                                      dynamic_ncols=True)
+                with keep_ticking(bar):  # a row can take many seconds: the bar's clock runs on meanwhile
+                    for future in done:
+                        future.result()
                 rows = [row for row in (f.result() for f in futures) if row is not None]
             except BaseException:
                 for future in futures:  # rows not started yet never start; those running end now, their agents killed

@@ -14,6 +14,9 @@ import re
 from crashlab.course.placeholder import STUB, placeholder_raised, process_words
 from crashlab.plumbing.tracebacks import cut_at_word, failure_words
 
+VISIBLE_CHECK = re.compile(r"#\s*Exercise (\d+): visible check")  # the first line of an exercise's visible checks
+CELL_FILE = re.compile(r"ipykernel_\d+/\d+\.py$|^<ipython-input-")  # the file name IPython gives a cell's code
+
 PLAIN = (str, bytes, dict, list, tuple, set, int, float, bool, type(None))
 WIDTH = 300  # what a value may take of one message: enough to read a reply, never a page of it
 
