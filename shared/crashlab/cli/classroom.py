@@ -245,7 +245,8 @@ def _test_result(results: dict, name: str, path: str) -> tuple[float, float, str
     output = test.get("output", "")
     if not isinstance(output, str):
         raise ValueError(f"{path}: the result for {name!r} has an output that is not text")
-    return float(numbers[0]), float(numbers[1]), output
+    score, max_score = numbers
+    return float(score), float(max_score), output  # type: ignore[arg-type]  # numbers, checked above
 
 
 def _classroom(args) -> int:

@@ -11,7 +11,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.grading.answer_cells import write_answer_modules
@@ -20,6 +20,7 @@ from crashlab.grading.references import copy_on_answers, lesson_references
 from crashlab.course.notebooks import exercise_of, grade_id, is_answer_cell, is_test_cell, nbgrader_meta, written_files
 from crashlab.grading.report import TestResult
 from crashlab.course.metadata import lesson_meta
+from crashlab.course.placeholder import placeholder_line, placeholder_words
 from crashlab.plumbing.process_tree import die_with_parent
 from crashlab.plumbing.processes import kill_tree
 
@@ -171,7 +172,7 @@ def without_agent_words(problem: str) -> str:
     return _AGENT_WORDS.sub(hidden, problem)
 
 
-def references_for(check: dict, references: dict | None) -> dict:
+def references_for(check: Mapping[str, Any], references: dict | None) -> dict:
     """The master's answers a matrix check runs its agent on: those its ``on_reference_answers`` names (``true``:
     every one the lesson lends), so that each exercise's matrix depends on that exercise's answer alone."""
     wanted = check.get("on_reference_answers")
@@ -236,8 +237,6 @@ def local_imports(agent: Path) -> list[Path]:
 def placeholders(paths) -> list[str]:
     """Which of these files still hold the student notebook's placeholder, in words: ``keys.py line 6 still has
     the placeholder ...``."""
-    from crashlab.lessons.notebook import placeholder_line, placeholder_words
-
     found = []
     for path in paths:
         line = placeholder_line(own_text(path) or "")
@@ -269,7 +268,7 @@ def name_unanswered(tests: list[TestResult], master, workdir: Path) -> None:
             test.output = f"not answered yet: {'; '.join(found)}. What the check saw: {test.output}"
 
 
-def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict | None = None,
+def score_matrix_check(check: Mapping[str, Any], workdir: Path, needs=None, references: dict | None = None,
                        deadline: float | None = None, progress: bool = False) -> TestResult:
     """Score one crash-matrix check on an agent file in ``workdir`` (``needs``: a shared
     :class:`crashlab.engines.needs.Needs`, so servers such as Temporal start once per grading run). A check with
@@ -292,9 +291,8 @@ def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict 
     if lent:
         agent = copy_on_answers(agent, lent)
     options = MatrixOptions.from_spec(check)
-    matrix = crash_test(agent, options.points, progress=progress, workdir=None,  # rows in a folder of the grader's
-                        extra_env=needs.env_for(check), stop_at_first_failure=True, deadline=deadline,
-                        **options.crash_test_kwargs())
+    matrix = crash_test(agent, options, progress=progress, workdir=None,  # rows in a folder of the grader's
+                        extra_env=needs.env_for(check), stop_at_first_failure=True, deadline=deadline)
     if matrix.past_deadline:
         return TestResult(name, 0.0, max_score, f"timed out: the submission's deadline passed during this matrix "
                                                 f"({len(matrix.rows)} of {len(matrix.rows) + matrix.not_run} crash "

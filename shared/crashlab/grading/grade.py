@@ -162,7 +162,7 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
         lesson = report.lesson
         # Hidden from the student's processes: the masters, the git history that holds them too, and the
         # library's answers to this lesson.
-        secret = (solutions, solutions.parent / ".git", *answer_files(lesson))
+        secret = (solutions, solutions.parent / ".git", *map(Path, answer_files(lesson)))
         say(f"grading {path.name} against {master_path.name} (lesson {lesson}), deadline {deadline:.0f} s")
         isolation = Isolation(workdir, isolate, hide=secret, lesson=lesson)
         report.isolated = isolation.isolated

@@ -16,6 +16,7 @@ from typing import Callable
 import nbformat
 
 from crashlab.course.notebooks import lesson_of
+from crashlab.engines.registry import server_binaries, student_env
 from crashlab.grading.run_notebook import CELL_MARK
 from crashlab.grading.report import GradingError
 from crashlab.plumbing.sandbox_slot import SandboxSlot
@@ -104,10 +105,11 @@ class Isolation:
         target = self.workdir / "home" / "lesson-files"
         for master in sorted(solutions.glob("*.ipynb")):
             nb = nbformat.read(master, as_version=4)
-            if lesson_of(nb) in lessons:
-                (target / lesson_of(nb)).mkdir(parents=True, exist_ok=True)
+            lesson = lesson_of(nb)
+            if lesson is not None and lesson in lessons:
+                (target / lesson).mkdir(parents=True, exist_ok=True)
                 for name, source in written_files(nb).items():
-                    (target / lesson_of(nb) / name).write_text(source)
+                    (target / lesson / name).write_text(source)
         self.lesson_files = target
         if self.sandbox is not None:
             self.sandbox.own(self.workdir / "home")
@@ -125,7 +127,7 @@ class Isolation:
         """The environment of a process of the grading run; only trusted ones learn the private folder."""
         from crashlab.plumbing import sandbox as sandboxes
 
-        kept = ("CRASHLAB_ROOT", "CRASHLAB_TEMPORAL_BIN", "CRASHLAB_RESTATE_BIN")  # where the servers' binaries are
+        kept = ("CRASHLAB_ROOT", *server_binaries())  # the course, and where the engines' servers' binaries are
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRASHLAB_") or k in kept}
         env.update({"HOME": str(self.workdir / "home"), "JUPYTER_RUNTIME_DIR": str(self.workdir / "home" / "runtime"),
                     "MPLCONFIGDIR": str(self.workdir / "home" / "mpl"), "CRASHLAB_PRIVATE_DIR": str(self.private),
@@ -136,7 +138,7 @@ class Isolation:
             env["CRASHLAB_LESSON_FILES"] = str(self.lesson_files)
         if not trusted:
             env["TMPDIR"] = str(self.workdir / "home" / "tmp")
-            env = sandboxes.student_env(env)  # never the grader's own variables, whatever their names
+            env = sandboxes.student_env(env, engines=student_env())  # never the grader's own, whatever their names
         if self.sandbox is not None:
             env = self.sandbox.env(env)
         return env

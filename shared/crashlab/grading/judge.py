@@ -22,6 +22,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Sequence
 
 from crashlab.harness.launcher import fork_kept_launcher
 from crashlab.plumbing.lazy import lazy_module
@@ -74,7 +75,7 @@ def feedback(exc: BaseException, source: str) -> str:
     if student:
         where = getattr(exc, "__where__", "")
         at = f" ({where})" if where and where not in student else ""
-        from crashlab.lessons.words import placeholder_raised  # on a failure only: the lessons' rule for a placeholder
+        from crashlab.course.placeholder import placeholder_raised  # on a failure only: the course's rule for one
 
         if placeholder_raised(exc):  # the student notebook's placeholder, still raising
             return f"not answered yet: your code still raises {student}{at}, the placeholder's exception{in_check}"
@@ -88,7 +89,7 @@ def feedback(exc: BaseException, source: str) -> str:
             return f"{message}{in_check}"
         if message:
             return f"check failed{about}: {message}"
-        if not hidden:
+        if not hidden and line:
             return f"check failed{about}: {source.splitlines()[line - 1].strip()}"
         if requirement:
             return f"a hidden check of requirement {requirement} failed: compare your answer with what the text says"
@@ -112,7 +113,7 @@ class Checks:
     the given cells (the preamble) run once, before the first check that needs them."""
 
     def __init__(self, workdir: Path, preamble: str, answer_cells: list[dict], timeout: float,
-                 student_modules: list[str] = ()):
+                 student_modules: Sequence[str] = ()):
         self.workdir, self.preamble, self.answer_cells, self.timeout = workdir, preamble, answer_cells, timeout
         self.student_modules = {*student_modules, *(str(cell["module"]) for cell in answer_cells)}
         self.namespace: dict = {"__name__": "__check__", "anthropic": lazy_module("anthropic")}
@@ -149,7 +150,7 @@ class Checks:
         return result
 
     def close(self) -> None:
-        from crashlab.lessons.kernel import stop_worlds
+        from crashlab.world.scenes import stop_worlds
 
         stop_worlds()
         if "__loop__" in self.namespace:

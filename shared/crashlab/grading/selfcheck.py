@@ -25,7 +25,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 import nbformat
 
@@ -37,7 +37,7 @@ from crashlab.grading.isolation import Deadline, Isolation, run_submission
 from crashlab.course.notebooks import exercise_of, grade_id, is_answer_cell, is_test_cell, lesson_of, nbgrader_meta, repo_root
 from crashlab.grading.report import GradeReport, GradingError, TestResult
 from crashlab.engines.needs import Needs
-from crashlab.lessons.notebook import PLACEHOLDER, unwritten
+from crashlab.course.placeholder import PLACEHOLDER, unwritten
 from crashlab.plumbing.progress import Ticker
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
 from crashlab.course.metadata import lesson_meta
@@ -111,7 +111,7 @@ def visible_check_result(cell, nb, workdir: Path) -> TestResult:
     return TestResult(name, 0.0, points, why, "cell")
 
 
-def matrix_result(check: dict, workdir: Path, needs: Needs, deadline: Deadline, progress: bool = False) -> TestResult:
+def matrix_result(check: Mapping[str, Any], workdir: Path, needs: Needs, deadline: Deadline, progress: bool = False) -> TestResult:
     name, points = check["name"], float(check["points"])
     agent = workdir / check["agent"]
     missing = unanswered(agent)

@@ -27,13 +27,14 @@ import threading
 import time
 from pathlib import Path
 
+from crashlab.errors import CrashlabError
 from crashlab.plumbing.processes import kill_group
 from crashlab.plumbing.tracebacks import cut_at_word
 
 DEFAULT_PRELOAD = ("anthropic", "httpx", "crashlab.agent")
 
 
-class LauncherError(RuntimeError):
+class LauncherError(CrashlabError, RuntimeError):
     pass
 
 
@@ -115,11 +116,11 @@ class _ForkedLauncher:
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() > deadline:
+        while (code := self.poll()) is None:
+            if timeout is not None and deadline is not None and time.monotonic() > deadline:
                 raise subprocess.TimeoutExpired(str(self.pid), timeout)
             time.sleep(0.02)
-        return self.returncode
+        return code
 
 
 class WarmLauncher:
@@ -135,6 +136,7 @@ class WarmLauncher:
         # The launcher's own output goes to a file of its own, never to ours: in a notebook, whatever a helper
         # process writes to the kernel's stderr shows up in the cell that happens to be running.
         self._log = tempfile.TemporaryFile()
+        self._process: _ForkedLauncher | subprocess.Popen[bytes]
         if fork:
             self._process = _ForkedLauncher(req_read, rep_write, self._log.fileno(), self.preload)
         else:
@@ -146,7 +148,9 @@ class WarmLauncher:
         for fd in (req_read, rep_write):  # the launcher's ends
             os.close(fd)
         self._lock, self._cond = threading.Lock(), threading.Condition()
-        self._replies, self._exits, self._closed = {}, {}, False
+        self._replies: dict[str, dict] = {}
+        self._exits: dict[int, int] = {}
+        self._closed = False
         self._reader = threading.Thread(target=self._read_replies, daemon=True)
         self._reader.start()
         ready = self._await(lambda: self._replies.pop("ready", None), start_timeout)

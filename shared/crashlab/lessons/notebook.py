@@ -20,12 +20,13 @@ import importlib
 import importlib.util
 import linecache
 import os
-import re
 import sys
 import traceback
 from pathlib import Path
 
+from crashlab.errors import CrashlabError
 from crashlab.answers import ENV_GRADING_LESSON
+from crashlab.course.placeholder import unwritten
 
 from crashlab.lessons.words import CELL_FILE, VISIBLE_CHECK
 
@@ -33,7 +34,7 @@ _checks_passed: dict[int, bool] = {}  # exercise -> did its visible checks pass 
 _home: Path | None = None
 
 
-class FinishExerciseFirst(Exception):
+class FinishExerciseFirst(CrashlabError):
     """A demonstration skipped because the exercise it runs is not done. IPython shows the one line that
     ``_render_traceback_`` returns instead of a traceback: nothing went wrong, the learner is not there yet."""
 
@@ -61,31 +62,6 @@ def needs_exercise(*numbers: int, written: str | os.PathLike | None = None) -> N
         if problem:
             raise FinishExerciseFirst(f"skipped: this cell runs your answer to exercise {n}, and {problem}. "
                                       f"Finish exercise {n} (run its %%writefile cell), then this cell.")
-
-
-PLACEHOLDER = re.compile(r"^[ \t]*# YOUR CODE HERE[ \t]*\n[ \t]*raise NotImplementedError\(\)", re.MULTILINE)
-
-
-def unwritten(path: str | os.PathLike) -> str | None:
-    """Why the answer file ``path`` is not written yet, or None: missing, or still holding the placeholder
-    that the student notebook puts where an answer goes (``# YOUR CODE HERE`` / ``raise NotImplementedError()``)."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError:
-        return f"{path.name} is not written yet"
-    line = placeholder_line(text)
-    return None if line is None else placeholder_words(path.name, line)
-
-
-def placeholder_line(text: str) -> int | None:
-    """The line of ``text`` that raises the student notebook's placeholder (as a traceback names it), or None."""
-    found = PLACEHOLDER.search(text)
-    return None if found is None else text.count("\n", 0, found.end()) + 1
-
-
-def placeholder_words(name: str, line: int) -> str:
-    return f"{name} line {line} still has the placeholder `raise NotImplementedError()`"
 
 
 def lesson_modules(folder: str | os.PathLike | None = None) -> list[str]:
