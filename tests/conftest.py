@@ -20,6 +20,7 @@ import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 import feedback_guard
+import nbval_kernels
 import silent_waits
 
 feedback_guard.install()  # before any test module imports the grader's functions
@@ -41,6 +42,7 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_configure(config):
+    nbval_kernels.install()  # a master's kernel that dies while starting says how; one that lost a port starts again
     silent_waits.register(config)  # nbval's cells of the masters, wherever they run: a long silence fails its cell
     config.addinivalue_line("markers", "needs_restate: needs the Restate server binary (`make setup` installs it); "
                                        "skips, saying so, without it")

@@ -121,8 +121,11 @@ class SilentWaits:
         self.slowdown = Slowdown()
         self.cell = CellWatch()
         self.patched = False
+        self._unpatch = None
 
     def _patch_nbval(self) -> None:
+        """Wrap nbval's kernel methods, for as long as this plugin's pytest run lasts: a run a test makes in its
+        own process (tests/test_silent_waits.py) must not leave its wrappers on the process's own nbval run."""
         from nbval.kernel import RunningKernel
 
         plugin, execute, get_message = self, RunningKernel.execute_cell_input, RunningKernel.get_message
@@ -140,6 +143,10 @@ class SilentWaits:
 
         RunningKernel.execute_cell_input, RunningKernel.get_message = execute_cell_input, get_msg
         self.patched = True
+
+        def unpatch() -> None:
+            RunningKernel.execute_cell_input, RunningKernel.get_message = execute, get_message
+        self._unpatch = unpatch
 
     def heard(self, msg: dict) -> None:
         cell = self.cell
@@ -181,6 +188,9 @@ class SilentWaits:
 
     def pytest_unconfigure(self, config):
         self.slowdown.stop()
+        if self._unpatch is not None:
+            self._unpatch()
+            self._unpatch, self.patched = None, False
 
 
 def pytest_configure(config):
