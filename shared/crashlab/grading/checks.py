@@ -13,7 +13,7 @@ from typing import Callable
 from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.grading.answer_cells import write_answer_modules
 from crashlab.grading.isolation import Deadline, Isolation
-from crashlab.grading.references import copy_on_answers, lesson_references
+from crashlab.grading.references import copy_on_answers, lesson_references, reference_workspace
 from crashlab.course.notebooks import grade_id, is_test_cell, nbgrader_meta, written_files
 from crashlab.grading.report import TestResult
 from crashlab.course.metadata import lesson_meta
@@ -168,7 +168,6 @@ def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict 
     ``on_reference_answers`` runs the agent on ``references`` (:mod:`crashlab.grading.references`); one with
     ``fail`` (``"reserve_item"``) runs it through the failure path, every row to end cleanly undone.
     ``deadline`` (``time.monotonic()``): the submission's; the matrix stops there and scores 0, "timed out"."""
-    from crashlab.harness import MatrixOptions, crash_test
     from crashlab.engines.needs import Needs
 
     if needs is None:
@@ -177,11 +176,22 @@ def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict 
 
     name, max_score = check["name"], float(check["points"])
     agent = workdir / check["agent"]
-    if not agent.is_file():
+    if not agent.is_file() or agent.is_symlink():
         return TestResult(name, 0.0, max_score, f"the notebook did not write {check['agent']}, so there is no agent "
                                                 f"to crash-test", "matrix")
     if check.get("on_reference_answers") and references:
-        agent = copy_on_answers(agent, references)
+        # in a workspace of the reference user's, as that user: see crashlab.grading.references
+        with reference_workspace(workdir) as folder:
+            return _matrix_result(check, copy_on_answers(folder / check["agent"], references), needs, deadline,
+                                  progress, on_references=True)
+    return _matrix_result(check, agent, needs, deadline, progress, on_references=False)
+
+
+def _matrix_result(check: dict, agent: Path, needs, deadline: float | None, progress: bool,
+                   on_references: bool) -> TestResult:
+    from crashlab.harness import MatrixOptions, crash_test
+
+    name, max_score = check["name"], float(check["points"])
     options = MatrixOptions.from_spec(check)
     matrix = crash_test(agent, options.points, progress=progress, workdir=None,  # rows in a folder of the grader's
                         extra_env=needs.env_for(check), stop_at_first_failure=True, deadline=deadline,
@@ -204,7 +214,7 @@ def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict 
                   + (f", and the other {matrix.not_run} were not run" if matrix.not_run else "")
                   + "; any failing crash point scores 0 for this check")
     problems = matrix.problems()
-    if check.get("on_reference_answers") and references:
+    if on_references:
         problems = [without_agent_words(p) for p in problems]
     if problems:
         output += "\n" + "\n".join(f"- {p}" for p in problems)

@@ -34,7 +34,6 @@ from crashlab.grading.build import as_given_to_students
 from crashlab.grading.report import GradeReport, GradingError, TestResult, without_grader_paths, write_results
 from crashlab.grading.submissions import read_notebook
 from crashlab.engines.needs import Needs
-from crashlab.plumbing.scratch import make_scratch, remove_scratch
 from crashlab.course.metadata import lesson_meta
 
 # --- 1. find the master and restore its locked cells --------------------------------------------------------
@@ -149,7 +148,6 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
     def say(stage: str) -> None:
         if progress is not None:
             progress(f"[{time.monotonic() - started_at:4.0f} s] {stage}")
-    workdir = make_scratch("crashlab-grade-")
     isolation = None
     saved_env, saved_tempdir, system_tmp = dict(os.environ), tempfile.tempdir, tempfile.gettempdir()
     try:
@@ -158,8 +156,10 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
         # library's answers to this lesson.
         secret = (solutions, solutions.parent / ".git", *answer_files(lesson))
         say(f"grading {path.name} against {master_path.name} (lesson {lesson}), deadline {deadline:.0f} s")
-        isolation = Isolation(workdir, isolate, hide=secret, lesson=lesson)
+        isolation = Isolation(None, isolate, hide=secret, lesson=lesson)
+        workdir = isolation.workdir
         report.isolated = isolation.isolated
+        report.sealed = dict(isolation.sealed)
         report.notes += isolation.notes
         say("running the notebook as the student" + (" (a sandbox user)" if isolation.isolated else "")
             + ": the cells that write your files and your answer cells")
@@ -197,7 +197,8 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
             raise GradingError(f"{master_path.name} has no graded cells")
         name_syntax_errors(report.tests, answer_file_syntax_errors(nb))
         folders = {str(workdir): "", str(isolation.scratch): "(the grader's scratch folder)/",
-                   str(isolation.private): "(the grader's folder)/", system_tmp: "(a temporary folder)/",
+                   str(isolation.private): "(the grader's folder)/", str(isolation.refs): "(the grader's folder)/",
+                   str(isolation.box): "(the grader's folder)/", system_tmp: "(a temporary folder)/",
                    str(repo_root()): "(the course)/"}
         for test in report.tests:
             test.output = without_grader_paths(test.output, folders)
@@ -206,11 +207,11 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
         os.environ.update(saved_env)
         tempfile.tempdir = saved_tempdir
         if isolation is not None:
-            isolation.close()  # every process the submission started is dead before anything is written
-        if keep:
-            report.notes.append(f"scratch directory kept at {workdir}")
-        else:
-            remove_scratch(workdir)
+            isolation.kill_everything()  # every process the submission started is dead before anything is written
+            report.notes += [said for said in isolation.limits_met() if said not in report.notes]
+            if keep:
+                report.notes.append(f"scratch directory kept at {isolation.keep()}")
+            isolation.close()
     report.seconds = time.time() - started
     if json_out:
         write_results(report, Path(json_out), force=force_json)

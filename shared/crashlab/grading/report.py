@@ -38,6 +38,7 @@ class GradeReport:
     isolated: bool = False
     run_id: str = ""
     self_check: bool = False  # the learner's own check, never isolated (nothing in it is hidden from them)
+    sealed: dict = field(default_factory=dict)  # which of the box's seals held (crashlab.grading.isolation)
 
     @property
     def score(self) -> float:
@@ -49,7 +50,8 @@ class GradeReport:
 
     def as_dict(self) -> dict:
         return {"score": self.score, "max_score": self.max_score, "output": "\n".join(self.notes),
-                "execution_time": round(self.seconds, 1), "isolated": self.isolated, "run_id": self.run_id,
+                "execution_time": round(self.seconds, 1), "isolated": self.isolated, "sealed": self.sealed,
+                "run_id": self.run_id,
                 "notebook": self.notebook, "lesson": self.lesson, "tests": [t.as_dict() for t in self.tests]}
 
     def table(self, width: int = 100) -> str:
