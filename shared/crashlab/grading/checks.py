@@ -30,7 +30,12 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline,
     tests = [c for c in master.cells if c.cell_type == "code" and is_test_cell(c)]
     if not tests:
         return []
-    answer_cells = write_answer_modules(submission, master, isolation.workdir)
+    try:
+        answer_cells = write_answer_modules(submission, master, isolation.workdir)
+    except OSError as exc:  # the student's folder is full (its own processes filled it): no check can run there
+        return [TestResult(grade_id(c), 0.0, float(nbgrader_meta(c)["points"]),
+                           f"not run: your answers could not be written into your folder ({exc.strerror or exc})",
+                           "check") for c in tests]
     preamble = "\n".join(c.source for c in master.cells
                          if c.cell_type == "code" and JUDGE_SETUP_TAG in c.metadata.get("tags", []))
     job = {"workdir": str(isolation.workdir), "preamble": preamble,

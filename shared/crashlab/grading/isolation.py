@@ -133,7 +133,7 @@ class Isolation:
             self.notes.append(f"no file system of its own for the student's folders ({files[0][1] or files[1][1]}): "
                               "the files and bytes the student's processes write are not capped")
         self.limits = Limits(f"{CGROUP_NAME}{self.slot.slot}")
-        self.sealed["limits"] = self.limits.version and f"cgroup {self.limits.version}"
+        self.sealed["limits"] = f"cgroup {self.limits.version}" if self.limits.paths else False
         if self.limits.paths:
             self.slot.limit(self.limits.paths)
         else:
@@ -178,7 +178,8 @@ class Isolation:
         from crashlab.plumbing import sandbox as sandboxes
 
         kept = ("CRASHLAB_ROOT", "CRASHLAB_TEMPORAL_BIN", "CRASHLAB_RESTATE_BIN")  # where the servers' binaries are
-        env = {**sandboxes.student_env(dict(os.environ)), **{k: os.environ[k] for k in kept if k in os.environ}}
+        own = {k: v for k, v in os.environ.items() if not k.startswith("CRASHLAB_") or k in kept}  # not its servers'
+        env = {**sandboxes.student_env(own), **{k: own[k] for k in kept if k in own}}
         env.update({"HOME": str(self.workdir / "home"), "JUPYTER_RUNTIME_DIR": str(self.workdir / "home" / "runtime"),
                     "MPLCONFIGDIR": str(self.workdir / "home" / "mpl"), "CRASHLAB_PRIVATE_DIR": str(self.private),
                     "CRASHLAB_REFERENCE_DIR": str(self.refs),

@@ -148,8 +148,12 @@ class Checks:
         self.student_modules = {*student_modules, *(str(cell["module"]) for cell in answer_cells)}
         # Where the student's code prints while a check calls it: opened once, before any check changes this
         # process's file rights (a check on the reference answers works with the reference user's).
-        self.log = os.open(workdir / ".crashlab-subject.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
-                           0o644)
+        log = workdir / ".crashlab-subject.log"
+        try:
+            log.unlink(missing_ok=True)  # whatever the student's kernel left there (a link, say): a new file of ours
+            self.log = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+        except OSError:  # a folder by that name, a full disk: what the student's code prints is not kept
+            self.log = os.open(os.devnull, os.O_WRONLY)
         self.namespace: dict = {"__name__": "__check__", "anthropic": lazy_module("anthropic")}
         # The library the checks use is imported before any finder of the student's is in place. ``anthropic``,
         # loaded on its first use inside a check, still gets the real library: the judge runs with ``-P`` (no folder

@@ -73,7 +73,8 @@ class GradeReport:
             lines += [" " * indent + more for more in wrapped[1:]]
         lines.append(f"{'total':<{widths[0]}}  {self.score:>{widths[1]}g}  {self.max_score:>{widths[2]}g}")
         if self.isolated:
-            isolated = "yes"
+            missing = [name for name, held in self.sealed.items() if not held]
+            isolated = "yes" + (f" (without its own {', '.join(missing)}: see the notes)" if missing else "")
         elif self.self_check:
             isolated = "no (a self-check runs your code as you)"
         elif os.geteuid() == 0:

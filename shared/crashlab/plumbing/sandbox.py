@@ -121,6 +121,8 @@ class Sandbox:
         env = dict(base)
         env.update({"HOME": self.home, "USER": self.user, "LOGNAME": self.user,
                     ENV_SANDBOX: json.dumps(asdict(self))})
+        if self.see and env.get("TMPDIR") and not any(_within(env["TMPDIR"], folder) for folder in self.see):
+            env["TMPDIR"] = "/tmp"  # a folder it does not see (the student's, for a reference run): its own /tmp
         return env
 
     @property
@@ -160,6 +162,11 @@ class Sandbox:
 
 
 _reference = threading.Event()  # set while the grader runs code on the reference answers (reference_runs)
+
+
+def _within(path: str, folder: str) -> bool:
+    return os.path.abspath(path) == os.path.abspath(folder) or \
+        os.path.abspath(path).startswith(os.path.abspath(folder).rstrip("/") + "/")
 
 
 def current(student: bool = False) -> Sandbox | None:

@@ -154,11 +154,12 @@ class Limits:
     """A memory cgroup and a pids cgroup for one grading's untrusted processes: cgroup v1 where the machine mounts
     those controllers so (this machine, CI), else v2. ``paths``: the folders a process joins (:meth:`join`)."""
 
-    def __init__(self, name: str, memory: int = MEMORY_TOTAL, tasks: int = TASKS_TOTAL):
+    def __init__(self, name: str, memory: int | None = None, tasks: int | None = None):
         self.paths: tuple[str, ...] = ()
         self.version = ""
         self.why = ""
-        self.memory, self.tasks = memory, tasks
+        self.memory, self.tasks = memory or MEMORY_TOTAL, tasks or TASKS_TOTAL
+        memory, tasks = self.memory, self.tasks
         if forced_off("limits"):
             self.why = "told to do without (CRASHLAB_SANDBOX_WITHOUT)"
             return
