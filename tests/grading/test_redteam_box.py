@@ -168,7 +168,7 @@ for name, port in (("host", host), ("own", own)):
     except OSError:
         said[name] = False
 libc = ctypes.CDLL(None, use_errno=True)
-said["sysv"] = libc.shmget(0x5EA1ED, 4096, 0o1000 | 0o666) >= 0   # IPC_CREAT, left for later
+said["sysv"] = libc.shmget(int(sys.argv[4]), 4096, 0o1000 | 0o666) >= 0   # IPC_CREAT, left for later
 open("/dev/shm/crashlab-probe-" + sys.argv[3], "w").write("left for later")
 said["netns"] = os.stat("/proc/self/ns/net").st_ino
 forks = 0
@@ -180,10 +180,23 @@ try:
 except OSError:
     pass
 said["forks"] = forks
+files = 0
+try:
+    while files < 100000:
+        open(f"junk-{files}", "w").close()
+        files += 1
+except OSError:
+    pass
+said["files"] = files
 print(json.dumps(said), flush=True)
 '''
 
 MEMORY_HOG = "import os\nblocks = []\nwhile True:\n    blocks.append(bytearray(os.urandom(1) * (64 << 20)))\n"
+
+
+def segment_keys() -> set[int]:
+    """The keys of the machine's System V shared memory segments (in this, the machine's IPC namespace)."""
+    return {int(line.split()[0]) for line in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]}
 
 
 def _listener() -> socket.socket:
@@ -204,10 +217,11 @@ def test_gradings_are_boxes_apart_from_each_other_and_from_the_machine(tmp_path,
 
     monkeypatch.setattr(box, "MEMORY_TOTAL", 256 << 20)
     monkeypatch.setattr(box, "TASKS_TOTAL", 64)
+    monkeypatch.setattr(box, "FILES_COUNT", 2000)
     host = _listener()
     machine = os.stat("/proc/thread-self/ns/net").st_ino
     launcher = kept_launcher()  # started outside any box
-    tag = f"{os.getpid()}-{time.monotonic_ns()}"
+    tag, key = f"{os.getpid()}-{time.monotonic_ns()}", int.from_bytes(os.urandom(3), "big") + 1
     said, own_ports, errors = {}, {}, []
 
     def grading(name: str, ready: threading.Barrier, done: threading.Barrier) -> None:
@@ -224,19 +238,20 @@ def test_gradings_are_boxes_apart_from_each_other_and_from_the_machine(tmp_path,
                         said[f"{name}: the thread reached {target}"] = True
                     except OSError:
                         pass
-                probe = isolation.popen([sys.executable, "-c", PROBE, str(host.getsockname()[1]), str(own_ports[name]),
-                                         f"{tag}-{name}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                out, err = probe.communicate(timeout=120)
-                said[name] = json.loads(out or "{}") or err[-800:]
-                hog = isolation.popen([sys.executable, "-c", MEMORY_HOG], stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL)
-                said[f"{name} hog"] = hog.wait(120)
                 out_dir = isolation.workdir / "home" / "tmp"
                 (out_dir / "ns.py").write_text("import os\nprint(os.stat('/proc/self/ns/net').st_ino)\n")
                 forked = launcher.spawn([str(out_dir / "ns.py")], out_dir, {"PATH": os.environ["PATH"]},
                                         out_dir / "out", out_dir / "err")
                 forked.wait(60)
                 said[f"{name} forked"] = int((out_dir / "out").read_text() or 0)
+                probe = isolation.popen([sys.executable, "-c", PROBE, str(host.getsockname()[1]), str(own_ports[name]),
+                                         f"{tag}-{name}", str(key)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True)
+                out, err = probe.communicate(timeout=120)
+                said[name] = json.loads(out or "{}") or err[-800:]
+                hog = isolation.popen([sys.executable, "-c", MEMORY_HOG], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL)
+                said[f"{name} hog"] = hog.wait(120)
                 said[f"{name} limits"] = isolation.limits_met()
                 said[f"{name} own"] = os.stat("/proc/thread-self/ns/net").st_ino
                 done.wait(60)
@@ -265,13 +280,14 @@ def test_gradings_are_boxes_apart_from_each_other_and_from_the_machine(tmp_path,
         assert said[f"{name} forked"] == said[f"{name} own"], "a launcher's child is born in the asking grading's"
         assert probe["sysv"], "the segment was made (in the process's own IPC namespace)"
         assert probe["forks"] < 64, f"{name}: the processes together met the limit: {probe['forks']} forks"
+        assert probe["files"] < 2000, f"{name}: its folder holds 2,000 files at most: {probe['files']}"
         assert said[f"{name} hog"] != 0, "the memory hog was stopped at the limit"
         limits = " ".join(said[f"{name} limits"])
         assert "limit of 64 processes" in limits and "memory limit" in limits, limits
+        assert "filled the student's folder (its limit: 2000 files)" in limits, limits
         assert said[f"{name} after"] == machine, "the thread is back in the machine's network"
     assert said["a own"] != said["b own"]
-    segments = Path("/proc/sysvipc/shm").read_text()
-    assert not [line for line in segments.splitlines()[1:] if int(line.split()[0]) == 0x5EA1ED], segments
+    assert key not in segment_keys(), "the segment went with its process's IPC namespace"
     assert not list(Path("/dev/shm").glob(f"crashlab-probe-{tag}-*")), "nothing left in the machine's /dev/shm"
 
 
@@ -383,7 +399,7 @@ def test_a_grading_is_sealed_whatever_its_kernel_plants_or_reads(tmp_path, canar
     modules = [module_name(grade_id(c)) for c in master.cells if c.cell_type == "code" and is_answer_cell(c)
                and not c.source.startswith("%")]
     host = _listener()
-    tag = f"{os.getpid()}-{time.monotonic_ns()}"
+    tag, key = f"{os.getpid()}-{time.monotonic_ns()}", int.from_bytes(os.urandom(3), "big") + 1
     links = {"home/lesson-files": canary["folder"], ".crashlab-subject.log": canary["root_file"],
              ".crashlab": canary["folder"], f"{modules[0]}.py": canary["file"], f"{modules[1]}.py": canary["dangling"],
              f"{modules[-1]}.py": canary["dev_shm"]}
@@ -408,7 +424,7 @@ def test_a_grading_is_sealed_whatever_its_kernel_plants_or_reads(tmp_path, canar
         "    found['host'] = True\n"
         "except OSError:\n"
         "    found['host'] = False\n"
-        "found['sysv'] = ctypes.CDLL(None).shmget(0x5EA1EE, 4096, 0o1000 | 0o666) >= 0\n"
+        f"found['sysv'] = ctypes.CDLL(None).shmget({key}, 4096, 0o1000 | 0o666) >= 0\n"
         f"open('/dev/shm/crashlab-left-{tag}', 'w').write('left')\n"
         "json.dump(found, open('found.json', 'w'))\n"
         f"for name, target in {json.dumps({k: str(v) for k, v in links.items()})}.items():\n"
@@ -439,8 +455,7 @@ def test_a_grading_is_sealed_whatever_its_kernel_plants_or_reads(tmp_path, canar
     assert len(sampler.seen) > 3, "the sampler saw the grading's processes"
     assert not [v for v in planted_secrets.values() if v in results or v in str(report)]
     assert not list(Path("/dev/shm").glob(f"crashlab-left-{tag}"))
-    assert "5ea1ee" not in Path("/proc/sysvipc/shm").read_text().lower() and \
-        str(0x5EA1EE) not in [line.split()[0] for line in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]]
+    assert key not in segment_keys()
     sealed = json.loads(results)["sealed"]
     assert sealed["network"] and sealed["ipc"] and sealed["view"] and sealed["limits"] and sealed["files"], sealed
 
@@ -467,7 +482,7 @@ for own in glob.glob("/tmp/crashlab-box-*/grade/undo.py") + glob.glob(os.path.jo
     except OSError:
         pass
 libc = ctypes.CDLL(None)
-segment = libc.shmget(0x5EA1EF, 1 << 16, 0o1000 | 0o666)
+segment = libc.shmget(KEY, 1 << 16, 0o1000 | 0o666)
 if segment >= 0:
     libc.shmat.restype = ctypes.c_void_p
     ctypes.memmove(libc.shmat(segment, None, 0), answer.encode()[:60000], len(answer.encode()[:60000]))
@@ -487,7 +502,7 @@ for place in [os.environ.get("HOME", ""), os.environ.get("TMPDIR", ""), "/tmp", 
     except OSError:
         pass
 libc = ctypes.CDLL(None)
-segment = libc.shmget(0x5EA1EF, 0, 0)
+segment = libc.shmget(KEY, 0, 0)
 if segment >= 0:
     libc.shmat.restype = ctypes.c_void_p
     found.append(ctypes.string_at(libc.shmat(segment, None, 0), 3000).decode(errors="replace"))
@@ -495,17 +510,30 @@ raise RuntimeError(" ".join(found)[-2000:] or "nothing found")
 '''
 
 
+FORK_BOMB = ("import os, time\n"
+             "while True:\n"
+             "    try:\n"
+             "        if os.fork() == 0:\n"
+             "            time.sleep(3600)\n"
+             "            os._exit(0)\n"
+             "    except OSError:\n"
+             "        break\n")
+
+
 def test_a_run_on_the_reference_answers_passes_nothing_on(tmp_path):
     """Lesson 7's student notebook whose dbos saga (run on the master's undo.py, in its check and its matrix) prints
     that file, fails with it, leaves it everywhere it can write and copies it over the student's own undo.py; and
-    whose later exercise looks for it wherever it was left and raises with it. No feedback quotes the master's
-    undo.py, the student's own undo.py is still theirs (its matrix scores 0), and the score is the honest 0."""
+    whose later exercise looks for it wherever it was left and raises with it; its kernel ends with a fork bomb. No
+    feedback quotes the master's undo.py, the student's own undo.py is still theirs (its matrix scores 0), the score
+    is the honest 0, and the notes say the processes met the grading's limit."""
     undo = next(cell.source for cell in nbformat.read(SOLUTIONS / "07_compensation.ipynb", as_version=4).cells
                 if cell.source.startswith("%%writefile undo.py"))
     answers = re.findall(r"# BEGIN SOLUTION\n(.*?)# END SOLUTION", undo, re.S)
     master_lines = [line.strip() for answer in answers for line in answer.splitlines() if len(line.strip()) > 30]
     assert master_lines
-    nb = with_cells("07_compensation", replace={"ex2_dbos_saga": TELL_ALL, "ex3_charge_once": PASS_IT_ON})
+    key = str(int.from_bytes(os.urandom(3), "big") + 1)
+    nb = with_cells("07_compensation", FORK_BOMB, replace={"ex2_dbos_saga": TELL_ALL.replace("KEY", key),
+                                                           "ex3_charge_once": PASS_IT_ON.replace("KEY", key)})
     report, results = graded(nb, tmp_path / "student", "07_compensation.ipynb", keep=True)
     kept = kept_folder(report)
     try:
@@ -517,7 +545,8 @@ def test_a_run_on_the_reference_answers_passes_nothing_on(tmp_path):
     assert report.score == 0, str(report)
     ex2 = next(t for t in report.tests if t.name == "ex2_dbos_saga_checks")
     assert "reference answers" in ex2.output, ex2.output
-    assert "0x5ea1ef" not in Path("/proc/sysvipc/shm").read_text().lower()
+    assert int(key) not in segment_keys()
+    assert [n for n in report.notes if "limit of 512 processes and threads together" in n], report.notes
 
 
 # --- where the machine allows no seal -------------------------------------------------------------------------

@@ -209,6 +209,7 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
         if isolation is not None:
             isolation.kill_everything()  # every process the submission started is dead before anything is written
             report.notes += [said for said in isolation.limits_met() if said not in report.notes]
+            report.peak = isolation.peak()
             if keep:
                 report.notes.append(f"scratch directory kept at {isolation.keep()}")
             isolation.close()

@@ -149,7 +149,8 @@ class Isolation:
     def give_lesson_files(self, lessons: list[str], solutions: Path) -> None:
         """A lesson that runs earlier lessons' reference agents gets just those files, not the masters: written by
         root into a folder of the box that no student's process has ever had (so nothing planted can be followed),
-        readable, and writable by nobody but root."""
+        then handed to the sandbox user for the checks (the student's kernel is dead by now, and the student's code
+        that the checks call does not see the folder)."""
         from crashlab.course.notebooks import written_files
 
         for master in sorted(solutions.glob("*.ipynb")):
@@ -159,6 +160,8 @@ class Isolation:
                 folder.mkdir(mode=0o755)
                 for name, source in written_files(nb).items():
                     write_new_file(folder / name, source)
+        if self.sandbox is not None:  # the checks copy them where they run them (crashlab.lessons.kernel)
+            self.sandbox.own(self.lessons)
         self.lesson_files = self.lessons
 
     def take_lesson_files_back(self) -> None:
@@ -214,6 +217,10 @@ class Isolation:
             self.sandbox.kill_all()
         else:  # everything below us that was not already running when grading began
             sandboxes.kill_descendants(keep=self._already_running)
+
+    def peak(self) -> dict[str, int]:
+        """The most the student's processes took together (processes and threads, bytes of memory), where measured."""
+        return self.limits.peak() if self.limits is not None else {}
 
     def limits_met(self) -> list[str]:
         """Which of the grading's limits its processes met (memory, processes, files), in words."""

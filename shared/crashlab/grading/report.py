@@ -39,6 +39,7 @@ class GradeReport:
     run_id: str = ""
     self_check: bool = False  # the learner's own check, never isolated (nothing in it is hidden from them)
     sealed: dict = field(default_factory=dict)  # which of the box's seals held (crashlab.grading.isolation)
+    peak: dict = field(default_factory=dict)  # the most the student's processes took together (tasks, memory bytes)
 
     @property
     def score(self) -> float:
@@ -51,7 +52,7 @@ class GradeReport:
     def as_dict(self) -> dict:
         return {"score": self.score, "max_score": self.max_score, "output": "\n".join(self.notes),
                 "execution_time": round(self.seconds, 1), "isolated": self.isolated, "sealed": self.sealed,
-                "run_id": self.run_id,
+                "peak": self.peak, "run_id": self.run_id,
                 "notebook": self.notebook, "lesson": self.lesson, "tests": [t.as_dict() for t in self.tests]}
 
     def table(self, width: int = 100) -> str:

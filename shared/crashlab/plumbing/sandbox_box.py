@@ -9,7 +9,7 @@
   the loopback, in its own threads) and writes the results outside: files, not sockets.
 - **Limits on the whole, not per process.** The student's processes (the kernel and all it starts, the subject,
   every agent) share one memory cgroup and one pids cgroup, created under the grader's own cgroup (so nothing moves
-  outside whatever limits the grader itself runs under): a 4 GiB total and 1024 processes and threads, however they
+  outside whatever limits the grader itself runs under): a 4 GiB total and 512 processes and threads, however they
   are spread over processes and users. Their scratch folders (the student's folder, the crash rows' folders) are
   file systems of their own (tmpfs) with a size and a number of files: 835,000 files in 50 s end at the limit,
   and removing them at the end is one unmount, whatever is in them.
@@ -33,7 +33,7 @@ from pathlib import Path
 from crashlab.plumbing.sandbox_view import CLONE_NEWNET, MS_NODEV, MS_NOSUID, forced_off
 
 MEMORY_TOTAL = 4 * 1024 ** 3   # bytes of memory, the student's processes together (their tmpfs files included)
-TASKS_TOTAL = 1024             # processes and threads, the student's together
+TASKS_TOTAL = 512              # processes and threads, the student's together (under the 768 each user may have)
 FILES_BYTES = 1024 ** 3        # the student's folder, and the crash rows' folders: bytes each
 FILES_COUNT = 100_000          # and files (inodes) each
 MNT_DETACH = 2
@@ -211,6 +211,16 @@ class Limits:
                             f"({self.memory / 1024 ** 3:g} GiB together)" +
                             (f": {oom['oom_kill']} of them killed by the kernel" if oom.get("oom_kill") else ""))
         return said
+
+    def peak(self) -> dict[str, int]:
+        """The most the processes took together: ``tasks`` (processes and threads), ``memory`` (bytes)."""
+        found = {}
+        for path in self.paths:
+            for key, name in (("tasks", "pids.peak"), ("memory", "memory.max_usage_in_bytes"), ("memory", "memory.peak")):
+                value = _read_int(os.path.join(path, name))
+                if value:
+                    found[key] = value
+        return found
 
     def remove(self) -> None:
         for path in self.paths:
