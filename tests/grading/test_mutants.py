@@ -80,7 +80,8 @@ MUTANTS = [
      'key = f"{DBOS.workflow_id}:{name}"', "ex1_steps_checks", "is the step in the key"),
     ("08_frameworks.ipynb", "ex2_dbos_agent", 'DBOS.step(name="order_agent__tool_call", **TOOL_RETRIES)',
      'DBOS.step(name="order_agent__tool_call")', "ex2_dbos_agent_checks",
-     "with the payment service answering 503 to the first two charges, expected the tool step to retry"),
+     # a check on the reference answers names its requirement and quotes nothing of the run (README, References)
+     "check failed (requirement [R5] the tool step retries a passing failure)"),
 ]
 IDS = ["final answer not logged", "a 400 retried", "run_once does not wait", "claim reads then inserts or ignores",
        "claim reads then inserts", "claim reads then inserts in a deferred transaction", "durability async",

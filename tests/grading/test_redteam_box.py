@@ -85,7 +85,7 @@ def secrets_in(pid: int, cap: int = 96 << 20) -> set[bytes]:
 
 
 class Sampler:
-    """While a grading runs: every process of a sandbox user, and every process above one up to this one (the
+    """While a grading runs: every process of a sandbox user below this one, and every process between (the
     launchers that fork them, the judge), read for the planted secrets once each."""
 
     def __init__(self, agents: int = 16):
@@ -124,18 +124,29 @@ class Sampler:
                 uid = int(re.search(r"^Uid:\s+(\d+)", status, re.M).group(1))
                 if not self._sandboxed(uid):
                     continue
+                above = self._ancestors(pid)
+                if os.getpid() not in above:
+                    self.seen.add(pid)  # another grading's (another test's, at the same time): not this one's
+                    continue
                 if agents < self.agents:
                     agents += 1
                     self._scan(pid, "a sandboxed process")
-                parent = int(re.search(r"^PPid:\s+(\d+)", status, re.M).group(1))
-                while parent > 1 and parent != os.getpid() and parent not in self.seen:
-                    self._scan(parent, "forks a sandboxed process")
-                    try:
-                        parent = int(re.search(r"^PPid:\s+(\d+)", Path(f"/proc/{parent}/status").read_text(),
-                                               re.M).group(1))
-                    except OSError:
-                        break
+                for parent in above[:above.index(os.getpid())]:
+                    if parent not in self.seen:
+                        self._scan(parent, "forks a sandboxed process")
             time.sleep(0.05)
+
+    @staticmethod
+    def _ancestors(pid: int) -> list[int]:
+        """The processes above ``pid``, nearest first."""
+        chain = []
+        while pid > 1 and len(chain) < 64:
+            try:
+                pid = int(re.search(r"^PPid:\s+(\d+)", Path(f"/proc/{pid}/status").read_text(), re.M).group(1))
+            except (OSError, AttributeError):
+                break
+            chain.append(pid)
+        return chain
 
     def stop(self) -> dict:
         self._stop.set()
@@ -564,3 +575,38 @@ def test_without_any_seal_a_master_scores_full_marks_and_the_results_say_what_wa
     for words in ("no mount namespaces", "no file system of its own", "no cgroup", "no network namespace"):
         assert words in notes, notes
     assert "without its own" in report.table()
+
+
+def test_the_students_code_called_during_a_check_on_the_reference_answers_reaches_no_world(tmp_path, monkeypatch):
+    """While a check runs the student's agent on the reference answers, the student's own code that it calls (the
+    subject) runs in a network with nothing in it: the worlds of that check are out of its reach, as they are in any
+    other check's reach."""
+    from dataclasses import asdict
+
+    from crashlab.grading.proxies import Subject
+
+    isolation = Isolation(None, True, hide=())
+    try:
+        world = _listener()  # the check's world, in the grading's network
+        (isolation.workdir / "probe_mod.py").write_text(
+            "import socket\n"
+            "def reach(port):\n"
+            "    try:\n"
+            "        socket.create_connection(('127.0.0.1', port), timeout=5).close()\n"
+            "        return True\n"
+            "    except OSError:\n"
+            "        return False\n")
+        isolation.sandbox.own(isolation.workdir)
+        monkeypatch.setenv("CRASHLAB_SANDBOX", json.dumps(asdict(isolation.sandbox)))
+        reached = {}
+        for offline in (False, True):
+            subject = Subject(isolation.workdir, time.monotonic() + 120, offline=offline)
+            try:
+                module = subject.request({"op": "import", "name": "probe_mod"})
+                reached[offline] = module.reach(world.getsockname()[1])
+            finally:
+                subject.close()
+        world.close()
+    finally:
+        isolation.close()
+    assert reached == {False: True, True: False}, reached

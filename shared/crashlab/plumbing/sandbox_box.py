@@ -190,7 +190,7 @@ class Limits:
     def _make(self, path: str, limits: dict[str, int]) -> str:
         self.paths = (*self.paths, path)  # removed on failure, even half made
         if os.path.isdir(path):  # left by a grader killed in this slot: its processes are dead (the slot killed them)
-            _remove_cgroup(path)
+            remove_cgroup_folder(path)
         os.mkdir(path, 0o755)
         for name, value in limits.items():
             with open(os.path.join(path, name), "w") as limit:
@@ -224,7 +224,7 @@ class Limits:
 
     def remove(self) -> None:
         for path in self.paths:
-            _remove_cgroup(path)
+            remove_cgroup_folder(path)
 
 
 def join_cgroups(paths) -> None:
@@ -250,10 +250,13 @@ def _read_int(path: str) -> int:
         return 0
 
 
-def _remove_cgroup(path: str, timeout: float = 2.0) -> None:
-    """rmdir a cgroup once its processes are gone (killed already: a moment for the kernel to reap them)."""
+def remove_cgroup_folder(path: str, timeout: float = 2.0, before=None) -> None:
+    """rmdir a cgroup once its processes are gone (killed already: a moment for the kernel to reap them), trying
+    until ``timeout``; ``before()`` is called before each try (a kill of what is left). Never raises."""
     deadline = time.monotonic() + timeout
     while True:
+        if before is not None:
+            before()
         try:
             os.rmdir(path)
             return
