@@ -15,9 +15,11 @@ import functools
 import re
 import threading
 
-# The grader's folders and modules, importlib's frames, the library's own files: none of them is the student's.
+# The grader's folders and modules, importlib's frames, the library's own files: none of them is the student's; nor
+# are the grader's words for its own machinery (a check's probe, the reference answers, whether a run was isolated).
 INTERNALS = re.compile(r"/tmp/crashlab-|crashlab-(grade|rows|private)-|site-packages|shared/crashlab|"
-                       r"_notebook_answers\.py|<frozen |_bootstrap|\bsubject\.py|\bjudge\.py")
+                       r"_notebook_answers\.py|<frozen |_bootstrap|\bsubject\.py|\bjudge\.py|"
+                       r"\bprobes?\b|reference answers|\bisolated\b", re.IGNORECASE)
 # ``NotImplementedError:`` with nothing after it: an exception named and its message left empty.
 EMPTY_EXCEPTION = re.compile(r"\b[A-Z]\w*(Error|Exception):\s*($|[)\]]|\([\w.-]+\.py, line \d+\))", re.MULTILINE)
 CUT_MARK = "[...]"  # how a bounded message says it was cut (crashlab.plumbing.tracebacks.cut_at_word)

@@ -1,16 +1,25 @@
-"""The given half of lesson 1's event log: appending a record, and the error a damaged log raises.
+"""The given half of lesson 1's event log: appending a record, the error a damaged log raises, and the order's
+lock.
 
 One JSON object per line, appended and fsynced. A record exists once its newline is on disk. Reading
 the log back (and dropping a torn tail) is lesson 1's exercise, so it is not here: it lives in
 :mod:`crashlab.answers.lesson01`, which graded lessons cannot import.
+
+The lock (:func:`order_lock`) lets resume processes started at once take turns on one order's log instead of
+racing. It is an ``flock`` on a file in the state directory, which the kernel releases when its holder dies, even
+by SIGKILL, so a crash never leaves a stale lock behind.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
 
-from crashlab.errors import DiskFull
+from crashlab.errors import AgentError, DiskFull
 from crashlab.plumbing.diskfull import disk_full, full_disk_message
 
 
@@ -44,3 +53,26 @@ def append_event(path: str | os.PathLike, event: dict) -> None:
             except OSError:
                 pass  # a torn tail then, which the next append and every reader drop
             raise DiskFull(full_disk_message(f"cannot append to the log {path}", exc)) from None
+
+
+class OrderLocked(AgentError):
+    """Another process held the order's lock for longer than the wait allowed."""
+
+
+@contextmanager
+def order_lock(path: Path, timeout: float = 60.0):
+    """Hold an exclusive lock on ``path`` (one writer per order). Waits up to ``timeout`` seconds."""
+    with open(path, "a+") as handle:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise OrderLocked(f"another process has held the lock {path} for {timeout:.0f} s") from None
+                time.sleep(0.02)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

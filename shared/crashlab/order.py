@@ -199,12 +199,25 @@ def failure_path(tool: str) -> tuple[list[str], list[str]]:
     return do, undo_steps(do[:-1])
 
 
+# At most this many characters: agents and engines name files, locks, workflows and keys after the order (a file
+# name has at most 255 bytes, and an agent adds to the id), so a longer id would fail deep inside an engine.
+MAX_ORDER_ID = 64
+
+
+def is_order_id(text) -> bool:
+    return isinstance(text, str) and len(text) <= MAX_ORDER_ID and re.fullmatch(ORDER_ID_PATTERN, text) is not None
+
+
 def check_order_id(text: str) -> str:
     """``text`` if it is an order id; else a ValueError in one line. Every way in checks it (the CLI, the world, an
     agent's ``--order``): an id the world's pattern does not match (``ORD-77_C``) is read as another order's, so an
     agent that took it would charge ``ORD-77`` a second time."""
-    if not (isinstance(text, str) and re.fullmatch(ORDER_ID_PATTERN, text)):
-        raise ValueError(f"{text!r} is not an order id: ORD- then letters or digits, such as ORD-8842 or ORD-77-B")
+    if isinstance(text, str) and len(text) > MAX_ORDER_ID and re.fullmatch(ORDER_ID_PATTERN, text):
+        raise ValueError(f"an order id has at most {MAX_ORDER_ID} characters, got one of {len(text)} "
+                         f"({text[:20]}...): agents name files and workflows after it")
+    if not is_order_id(text):
+        shown = repr(text) if not isinstance(text, str) or len(text) <= 80 else repr(text[:60] + "...")
+        raise ValueError(f"{shown} is not an order id: ORD- then letters or digits, such as ORD-8842 or ORD-77-B")
     return text
 
 

@@ -19,6 +19,7 @@ from crashlab import agent
 from crashlab.agent import (MalformedToolCall, ModelCallFailed, ToolCallFailed, WorldNotRunning, call_tool,
                             validate_tool_call)
 from crashlab.harness import run_agent, run_python
+from crashlab.errors import HOW_TO_START
 from crashlab.order import AMOUNT, ORDER_ID, SKU, TOOLS, order_task
 from crashlab.world import World
 
@@ -332,7 +333,10 @@ def test_a_damaged_line_in_the_log_stops_the_agent_with_one_clear_error(tmp_path
     (state / f"{ORDER_ID}.jsonl").write_text(json.dumps(decision) + "\n" + '{"type": "resu\x00lt", ' + "\n"
                                              + json.dumps(result) + "\n")
     env = {k: v for k, v in os.environ.items() if k not in ENV_VARS and k != "CRASHLAB_GRADING_LESSON"}
-    run = run_python([LOGGED, "--order", ORDER_ID], env={**env, "CRASHLAB_STATE_DIR": str(state)}, timeout=60)
+    with World.start(tmp_path / "world") as world:  # (with no world at all, the agent says that first)
+        run = run_python([LOGGED, "--order", ORDER_ID], env={**env, **world.env(), "CRASHLAB_STATE_DIR": str(state)},
+                         timeout=60)
+        assert world.audit().model_calls == 0
     assert run.returncode == 2, run.stderr
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: "), run.stderr
@@ -373,3 +377,93 @@ def test_an_agent_refuses_an_order_id_the_world_would_read_as_another_order(tmp_
     done = subprocess.run([sys.executable, str(agent), "--order", "ORD-77_C"], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 2 and "is not an order id" in done.stderr and "ran" not in done.stdout
+
+
+def test_an_order_id_too_long_for_a_file_name_is_refused_in_one_line(tmp_path, capsys):
+    """Agents name files, locks and workflows after the order: a 300-character id was "File name too long" tracebacks
+    deep inside an engine. Every way in refuses it in one line: an agent's --order, the CLI, the world."""
+    import subprocess
+    import sys
+
+    from crashlab.cli import main
+    from crashlab.order import MAX_ORDER_ID, check_order_id
+
+    longest = "ORD-" + "7" * (MAX_ORDER_ID - 4)
+    assert check_order_id(longest) == longest
+    too_long = "ORD-" + "7" * 296
+    with pytest.raises(ValueError, match=f"at most {MAX_ORDER_ID} characters, got one of 300"):
+        check_order_id(too_long)
+    agent = tmp_path / "agent.py"
+    agent.write_text("from crashlab.agent import agent_main\nagent_main(lambda order: print('ran', order))\n")
+    done = subprocess.run([sys.executable, str(agent), "--order", too_long], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and "at most 64 characters" in done.stderr and "ran" not in done.stdout
+    assert len(done.stderr.strip().splitlines()) == 2 and len(done.stderr) < 400, done.stderr  # usage + one line
+    with pytest.raises(SystemExit) as exit_:
+        main(["audit", "--order", too_long])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1 and "at most 64 characters" in err, err
+
+
+def test_an_agent_with_no_world_running_says_so_in_one_line_and_exits_at_once(tmp_path):
+    """Where a DBOS agent retried a missing world for up to an hour, a traceback per try, every agent now finds out
+    before it starts anything: one line, exit 2, no engine touched."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    agent = tmp_path / "agent.py"
+    agent.write_text("from crashlab.agent import agent_main\nagent_main(lambda order: print('ran', order))\n")
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "CRASHLAB_SERVICES_URL": url, "CRASHLAB_MODEL_URL": url, "CRASHLAB_STATE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, str(agent)], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 2 and "ran" not in done.stdout, done
+    assert done.stderr.startswith(f"error: no world is running at {url} (Connection refused)"), done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    unset = {k: v for k, v in env.items() if k != "CRASHLAB_SERVICES_URL"}
+    done = subprocess.run([sys.executable, str(agent)], capture_output=True, text=True, timeout=60, env=unset)
+    assert done.returncode == 2 and "CRASHLAB_SERVICES_URL is not set" in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_an_engines_retry_warning_is_one_line_with_its_error_not_a_traceback():
+    """DBOS logs each retry of a step as a warning carrying the error's traceback, temporalio each failed activity
+    attempt; agent_main makes every such warning one line. Errors keep their traceback."""
+    import io
+    import logging
+
+    from crashlab.agent.retries import one_line_retries
+
+    one_line_retries()
+    one_line_retries()  # twice: still one filter
+    logger = logging.getLogger("dbos")
+    assert len(logger.filters) == 1
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    logger.addHandler(handler)
+    try:
+        try:
+            raise WorldNotRunning("cannot reach the services at http://127.0.0.1:9; " + HOW_TO_START)
+        except WorldNotRunning:
+            logger.warning("Step being automatically retried (attempt 3 of 1000)", exc_info=True)
+            logger.error("a real error", exc_info=True)
+    finally:
+        logger.removeHandler(handler)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == ("Step being automatically retried (attempt 3 of 1000): WorldNotRunning: cannot reach the "
+                        "services at http://127.0.0.1:9"), lines[0]
+    assert lines[1] == "a real error" and lines[2].startswith("Traceback"), lines
+    restate = logging.getLogger("restate.server_context")
+    restate.addHandler(handler)
+    try:
+        try:  # how Restate's SDK raises a failed ctx.run: the step's traceback inside the message
+            raise WorldNotRunning("(500) WorldNotRunning('cannot reach the services')\nStacktrace: Traceback (most "
+                                  "recent call last):\n  File \"x.py\", line 1\n\nRelated command: run [reserve_item]")
+        except WorldNotRunning as exc:
+            restate.exception("Exception in do_progress", exc_info=exc)
+    finally:
+        restate.removeHandler(handler)
+    assert out.getvalue().splitlines()[-1] == ("Exception in do_progress (run [reserve_item]): WorldNotRunning: (500) "
+                                               "WorldNotRunning('cannot reach the services')"), out.getvalue()

@@ -1,6 +1,6 @@
 """A fixture agent that retries inside its own process, as DBOS and Temporal agents do: lesson 1's keyed logged
-loop, run again from its own log after any failure that may pass, until the order is done. It waits half a second
-before it starts, so that a world fault fired as the order starts meets it mid-order."""
+loop, run again from its own log after any failure that may pass, until the order is done. It waits 1 s after the
+charge, so that a world fault directed at the charge (``outage:8@charge_card``) meets it mid-order."""
 
 import time
 
@@ -9,11 +9,13 @@ from crashlab.answers.lesson01 import run_logged_order
 
 
 def execute(order_id: str, step: int, call: dict) -> dict:
-    return call_tool(call["name"], call["input"], idempotency_key=f"{order_id}:{step}")
+    result = call_tool(call["name"], call["input"], idempotency_key=f"{order_id}:{step}")
+    if call["name"] == "charge_card":
+        time.sleep(1.0)
+    return result
 
 
 def run(order_id: str) -> None:
-    time.sleep(0.5)
     while True:
         try:
             return run_logged_order(order_id, execute)

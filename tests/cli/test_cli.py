@@ -35,6 +35,9 @@ BAD_INPUTS = [
     bad("resumers-hundreds", ["crash-test", "agent.py", "--resumers", "500"]),
     bad("jobs-0", ["crash-test", "agent.py", "--jobs", "0"]),
     bad("jobs-not-a-number", ["crash-test", "agent.py", "--jobs", "two"]),
+    bad("jobs-a-thousand", ["crash-test", "agent.py", "--jobs", "1000"]),
+    bad("soak-jobs-a-thousand", ["soak", "agent.py", "--jobs", "1000"]),
+    bad("soak-orders-past-the-ids", ["soak", "agent.py", "--orders", "10000"]),
     bad("timeout-0", ["crash-test", "agent.py", "--timeout", "0"]),
     bad("timeout-negative", ["crash-test", "agent.py", "--timeout", "-5"]),
     bad("timeout-nan", ["crash-test", "agent.py", "--timeout", "nan"]),
@@ -115,6 +118,13 @@ BAD_INPUTS = [
     # demo
     bad("demo-jobs-0", ["demo", "--jobs", "0"]),
     bad("demo-parallel-0", ["demo", "--parallel", "0"]),
+    bad("demo-parallel-a-thousand", ["demo", "--parallel", "1000"]),
+    # grade-batch and release: checked before any grading or copying
+    bad("grade-batch-results-inside-the-submissions", ["grade-batch", "folder", "--results-dir", "folder/results"]),
+    bad("grade-batch-results-are-the-submissions", ["grade-batch", "folder", "--results-dir", "folder"]),
+    bad("grade-batch-csv-is-the-results-folder", ["grade-batch", "folder", "--results-dir", "res", "--csv", "res"]),
+    bad("grade-batch-jobs-a-thousand", ["grade-batch", "folder", "--results-dir", "res", "--jobs", "1000"]),
+    bad("release-answers-of-no-lesson", ["release", "out", "--answers-through", "99"]),
     bad("demo-json-missing-folder", ["demo", "--json", "nodir/demo.json"]),
     bad("demo-report-is-a-folder", ["demo"]),
     bad("demo-report-is-someone-elses", ["demo"]),
@@ -320,3 +330,12 @@ def test_sigterm_stops_a_crash_test_as_ctrl_c_does_and_leaves_nothing_behind(tmp
     assert run.returncode == 130, err[-800:]
     assert "Traceback" not in err, err[-800:]
     assert list(private_tmp.iterdir()) == [], f"left behind: {list(private_tmp.iterdir())}"
+
+
+@pytest.mark.parametrize("module", ["crashlab.world.server", "crashlab.engines.temporal.server"])
+def test_a_server_modules_port_out_of_range_is_one_line_not_a_traceback(module, tmp_path):
+    done = subprocess.run([sys.executable, "-m", module, "--state", str(tmp_path / "s"), "--port", "70000"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "a port is between 1 and 65535 (0: any free one), got '70000'" in done.stderr, done.stderr
+    assert not (tmp_path / "s").exists()

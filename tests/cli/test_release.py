@@ -5,6 +5,7 @@ notebook to 0, saying what is missing. nbgrader's own release step accepts the m
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -17,10 +18,11 @@ import nbformat
 import pytest
 
 import tiny_course
+from crashlab.course.notebooks import written_files
 from crashlab.grading.build import student_version
 from crashlab.grading.classroom import exercises, workflow
 from crashlab.release.files import TEMPLATES
-from crashlab.release.student import build_release
+from crashlab.release.student import ReleaseError, build_release
 
 ROOT = Path(__file__).resolve().parents[2]
 MASTERS = sorted((ROOT / "solutions").glob("*.ipynb"))
@@ -58,6 +60,17 @@ def secret_lines() -> set[str]:
     return {line for line in regions - shown if line not in library or len(line) >= GENERIC}
 
 
+def release_files(out: Path) -> list[Path]:
+    return [p for p in out.rglob("*") if p.is_file() and ".git" not in p.relative_to(out).parts]
+
+
+def leaks(out: Path) -> list[tuple[str, str]]:
+    """(file, line) of every master's solution or hidden-test line found in the release ``out``."""
+    secret = secret_lines()
+    return [(str(p.relative_to(out)), line.strip()) for p in release_files(out) for line in text_lines(p)
+            if line.strip() in secret]
+
+
 def text_lines(path: Path) -> list[str]:
     if path.suffix == ".ipynb":
         nb = nbformat.read(path, as_version=4)
@@ -79,12 +92,16 @@ def test_the_release_holds_no_master_line_no_answers_and_no_outputs(release):
     answers = (ROOT / "shared" / "crashlab" / "answers" / "lesson01.py").read_text().splitlines()
     assert sum(line.strip() in secret for line in answers) > 10, "the scan would not even see lesson 1's answers"
 
-    files = [p for p in out.rglob("*") if p.is_file() and ".git" not in p.relative_to(out).parts]
-    leaks = [(str(p.relative_to(out)), line.strip()) for p in files for line in text_lines(p) if line.strip() in secret]
-    assert not leaks, leaks[:10]
+    found = leaks(out)
+    assert not found, found[:10]
+    files = release_files(out)
     names = {str(p.relative_to(out)) for p in files}
     assert not [n for n in names if n.startswith(("solutions", "tests/", "lesson-files"))]
-    assert not [n for n in names if re.search(r"answers/lesson\d\d\.py$|\.pyc$|__pycache__|egg-info", n)]
+    assert not [n for n in names if re.search(r"\.pyc$|__pycache__|egg-info", n)]
+    # The one answers module a release of lesson 1 carries runs the learner's own lesson 1 files: it is the template.
+    assert [n for n in names if re.search(r"answers/lesson\d\d\.py$", n)] == ["shared/crashlab/answers/lesson01.py"]
+    assert (out / "shared" / "crashlab" / "answers" / "lesson01.py").read_bytes() == \
+        (TEMPLATES / "own_lesson01.py").read_bytes()
     assert {"README.md", "Makefile", "environment.yml", "pyproject.toml", "constraints.txt",
             ".github/workflows/classroom.yml", ".github/classroom/grade.sh"} <= names
     assert sorted(p.name for p in (out / "course").glob("*.ipynb")) == [m.name for m in MASTERS]
@@ -96,7 +113,11 @@ def test_the_release_holds_no_master_line_no_answers_and_no_outputs(release):
     assert not [p for p in files if WIDGET_STATE in p.read_text(errors="replace")], "the masters' saved widget state"
     assert not [line for line in (out / ".gitignore").read_text().splitlines() if "test" in line], \
         "the release's .gitignore names a test it does not ship"
-    assert any("lesson 02 builds on the answers of lesson 01" in note for note in notes), notes
+    assert not any("lesson 02 builds on" in note for note in notes), notes
+    assert any("lesson 01's answers are not in the release: the lessons after it run the learner's own lesson 01 "
+               "files" in note for note in notes), notes
+    assert any("lesson 07 builds on the answers of lesson 02, not released: release lesson 07 on its own "
+               "(--lessons 07 --answers-through 02)" in note for note in notes), notes
     log = subprocess.run(["git", "log", "--oneline"], cwd=out, capture_output=True, text=True, check=True).stdout
     assert len(log.splitlines()) == 1, "one commit, none of this repository's history"
 
@@ -114,13 +135,60 @@ def test_the_release_workflow_grades_with_the_private_bundle(release):
     assert ".grader/" in (out / ".gitignore").read_text().splitlines()
 
 
-def test_answers_through_releases_the_earlier_lessons_answers(tmp_path):
+def test_answers_through_releases_the_earlier_lessons_answers_with_later_lessons_only(tmp_path):
     out = tmp_path / "release"
-    notes = build_release(out, answers_through="02", git=False)
-    assert (out / "shared" / "crashlab" / "answers" / "lesson01.py").is_file()
-    assert {p.parent.name for p in (out / "lesson-files").glob("*/*.py")} == {"01", "02"}  # lessons 7 and 8 run them
+    notes = build_release(out, answers_through="02", lessons=["07", "08", "09"], git=False)
+    assert (out / "shared" / "crashlab" / "answers" / "lesson01.py").read_bytes() == \
+        (ROOT / "shared" / "crashlab" / "answers" / "lesson01.py").read_bytes()
+    assert {p.parent.name for p in (out / "lesson-files").glob("*/*.py")} == {"01", "02"}  # lessons 7 and 9 run them
     assert not notes, notes
     assert "answers to lessons up to 02 are released" in (out / "README.md").read_text()
+    for lessons, through in ((None, "01"), (["01", "02", "03"], "01"), (["02"], "02"), (["03"], "05")):
+        with pytest.raises(ReleaseError, match=r"would hand out the answers of lesson \d\d, which this release gives"):
+            build_release(tmp_path / f"refused-{through}-{lessons}", answers_through=through, lessons=lessons, git=False)
+        assert not (tmp_path / f"refused-{through}-{lessons}").exists(), "refused before anything was written"
+
+
+def test_a_release_of_lessons_01_to_03_runs_lesson_2s_demonstrations_on_the_learners_own_lesson_1(tmp_path,
+                                                                                                  monkeypatch):
+    """Lesson 2's given agents build on lesson 1's loop: in a release that hands lesson 1 out to be answered they run
+    the learner's own lesson 1 files, and the release holds no line of lesson 1's answers. Lesson 2's demonstrations,
+    run as the notebook runs them (its given cells, with the release's library), show the duplicates they are there
+    to show, on a learner's finished lesson 1; on an unfinished one they say which file to finish."""
+    from nbclient import NotebookClient
+
+    out = tmp_path / "release"
+    notes = build_release(out, lessons=["01", "02", "03"], git=False)
+    assert not leaks(out)
+    assert not [n for n in notes if "builds on" in n], notes
+    assert "their given agents run your own lesson 01 files" in (out / "README.md").read_text()
+    course = out / "course"
+    lesson1 = course / "01_naive_event_log"
+    lesson1.mkdir()
+    nb = nbformat.read(course / LESSON2, as_version=4)
+    last = next(k for k, c in enumerate(nb.cells) if c.source.startswith("print(with_uuid)"))
+    nb.cells = nb.cells[:last + 1]  # the given cells up to the demonstrations' results, before exercise 1
+    demo = next(c for c in nb.cells if c.source.lstrip().startswith("tool_points = ["))
+    demo.source = re.sub(r"tool_points = \[.*?\]\n", 'tool_points = ["after:charge_card"]  # one point: quicker\n',
+                         demo.source, count=1, flags=re.S)
+    assert 'tool_points = ["after:charge_card"]' in demo.source, demo.source
+    monkeypatch.setenv("PYTHONPATH", str(out / "shared"))  # the kernel and its agents import the release's library
+    monkeypatch.delenv("CRASHLAB_ROOT", raising=False)
+
+    def run(notebook):
+        NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(course)}},
+                       allow_errors=True).execute()
+        return "\n".join(o.get("text", "") + "".join(o.get("traceback", [])) for c in notebook.cells
+                         if c.cell_type == "code" for o in c.outputs)
+
+    unfinished = run(copy.deepcopy(nb))
+    assert "your lesson 1 loop, and course/01_naive_event_log/order_log.py is not written yet" in unfinished, unfinished
+    for name, source in written_files(nbformat.read(ROOT / "solutions" / "01_naive_event_log.ipynb",
+                                                    as_version=4)).items():
+        (lesson1 / name).write_text(source)  # a learner who finished lesson 1
+    finished = run(nb)
+    assert "crashlab/answers/lesson01.py" not in finished and "Error" not in finished, finished
+    assert re.search(r"after:charge_card +yes +1 ", finished) and "uuid_agent.py on ORD-8842" in finished, finished
 
 
 def test_a_fresh_clone_sets_up_opens_lab_and_self_checks_an_unanswered_notebook(release, tmp_path):
@@ -156,7 +224,8 @@ def test_a_fresh_clone_sets_up_opens_lab_and_self_checks_an_unanswered_notebook(
     assert re.search(r"exercise 1 is not answered yet: keys.py line \d+ still has the placeholder", check.stdout)
     for matrix in ("ex1_crash_matrix", "ex2_racing_resumers", "ex2_double_crash_and_lost_ack"):
         assert re.search(rf"{matrix} +0 +\d+ +not run: keyed_agent.py is not ready", check.stdout), check.stdout
-    assert "builds on the answers of lesson 01, which your copy of the course does not have yet" in check.stdout
+    assert ("this lesson's agents run your own lesson 01 files, and course/01_naive_event_log/order_log.py is not "
+            "written yet") in check.stdout, check.stdout
     assert "Traceback" not in check.stdout + check.stderr
     assert "isolated: no (a self-check runs your code as you)" in check.stdout, "not a grading, as root or not"
     assert subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True).stdout == "", \

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import zipfile
@@ -76,7 +77,8 @@ def test_gradescope_setup_then_run_autograder_grades_a_master_full_and_a_stub_ze
         assert all(set(t) == {"name", "score", "max_score", "visibility", "output"} for t in results["tests"])
         assert all(t["name"].startswith("01_naive_event_log ") for t in results["tests"])
         assert sum(t["max_score"] for t in results["tests"]) == 12
-        assert ", isolated" in results["output"], results["output"]
+        assert "isolated" not in results["output"], "the students' summary says nothing of the grader's machinery"
+    assert all(f"{LESSON1}: isolated (student code ran as a sandbox user)" in said for said in outputs), outputs
     assert master["score"] == 12, json.dumps(master, indent=1)
     assert stub["score"] == 0, json.dumps(stub, indent=1)
     matrix = next(t for t in stub["tests"] if t["name"].endswith("ex3_crash_matrix"))
@@ -146,3 +148,23 @@ def test_the_classroom_script_fetches_the_bundle_from_either_secret(bundle, tmp_
 
     done = fetch(tmp_path / "d")
     assert done.returncode == 1 and "CRASHLAB_BUNDLE_URL" in done.stderr and not (tmp_path / "d").exists()
+
+
+def test_setup_leaves_nothing_behind_when_python_cannot_be_downloaded(tmp_path):
+    """No Python 3.11.5 or later at hand, and the download of one fails (its mirror refuses): setup.sh stops with
+    one error line and takes the uv it fetched for the download away with it."""
+    source = tmp_path / "source"
+    (source / "shared" / "crashlab" / "engines" / "restate").mkdir(parents=True)
+    shutil.copyfile(ROOT / "shared" / "crashlab" / "engines" / "restate" / "SERVER_VERSION",
+                    source / "shared" / "crashlab" / "engines" / "restate" / "SERVER_VERSION")
+    shutil.copyfile(TEMPLATES / "setup.sh", source / "setup.sh")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "python3").symlink_to(sys.executable)  # a python3 with pip, to install uv with
+    env = {**os.environ, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}", "CRASHLAB_PYTHON": "/bin/false",
+           "UV_PYTHON_INSTALL_MIRROR": "http://127.0.0.1:9/refused", "UV_OFFLINE": "1"}
+    done = subprocess.run(["bash", "setup.sh"], cwd=source, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "error: /bin/false is missing or older than 3.11.5" in done.stderr, done.stderr
+    assert not (source / ".uv-bootstrap").exists(), "the uv fetched for the download was left behind"
+    assert not (source / ".venv").exists()

@@ -106,6 +106,14 @@ def test_a_killed_batch_resumes_and_writes_the_same_gradebook(tmp_path):
     after = graded_files(results)
     assert all(after[path] == before for path, before in kept.items()), "a kept result was graded again"
     assert csv.read_text() == EXPECTED_GRADEBOOK
+    assert "wrote 10 students' feedback" in second.stdout, second.stdout
+    feedback = {student: (results / "graded" / student / "feedback.md").read_text() for student in "ann dan eve hal".split()}
+    assert "**Total: 5 / 5**" in feedback["ann"] and "###" not in feedback["ann"], feedback["ann"]
+    assert "| ex2_half_checks | 0 | 3 |" in feedback["hal"] and "### ex2_half_checks: 0 / 3" in feedback["hal"]
+    assert "a hidden check" in feedback["hal"] and "**Total: 2 / 5**" in feedback["hal"], feedback["hal"]
+    assert "could not be graded: 90_tiny.ipynb is not a Jupyter notebook" in feedback["dan"], feedback["dan"]
+    assert "90_tiny: not submitted (0 / 5)" in feedback["eve"] and "no notebook in the folder" in feedback["eve"]
+    assert not list((results / "graded").glob("*/feedback.md.*")), "written atomically, nothing left beside"
 
 
 

@@ -1,30 +1,41 @@
 """Fair by exercise: each exercise's answer cells load on their own, the objects the judge hands to student
-code keep the attributes the notebook shows, and no library module confirms a graded answer.
+code keep the attributes the notebook shows, no library module confirms a graded answer, and in every lesson
+exercise 1's points depend on exercise 1's answer alone.
 
 Lesson 9 is the lesson whose answers are cells rather than files. Each case starts from its master and
 changes one answer, is graded for real (isolated when root, as the grader runs by default), and must score
 exactly the points of the exercises it did not touch.
+
+Exercise 1 in every lesson: read from the masters, no graded check or crash matrix of exercise 1 runs another
+exercise's answer file unless the grader lends it the master's copy (``on_reference_answers``); and for lesson 2,
+whose exercise 1 matrix runs an agent that imports exercise 2's ``retry.py``, that matrix is run for real with
+``retry.py`` left as given and with a syntax error in it, and keeps its points.
 """
 
 from __future__ import annotations
 
+import ast
 import copy
 import dataclasses
 import functools
 import json
+import re
 import sys
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from crashlab.lessons import interview
 from crashlab.grading.answer_cells import module_name, write_answer_modules
+from crashlab.grading.checks import local_imports, references_for, score_matrix_check
 from crashlab.grading.grade import grade_notebook
-from crashlab.course.notebooks import grade_id
-from crashlab.grading.references import reference_value
+from crashlab.course.metadata import lesson_meta
+from crashlab.course.notebooks import exercise_of, grade_id, is_answer_cell, is_test_cell, written_files
+from crashlab.grading.references import lesson_references, reference_value
 from crashlab.grading.remote import decode, encode
 from crashlab.harness.runs import ProcessRun
-from master_files import judge_only, master_value
+from master_files import judge_only, master_value, matrix_check, write_master_files
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON8 = "09_side_by_side.ipynb"
@@ -205,7 +216,7 @@ def test_a_notebook_that_tries_every_choice_scores_only_its_honest_points(tmp_pa
     report, tests = grade(master_with(ex3_self_check=BRUTE_FORCE), tmp_path)
     assert_only_lost(tests, "ex3_self_check_checks")
     words = tests["ex3_self_check_checks"].output
-    assert "letters are not the strong answer" in words and "q0" not in words, words
+    assert "not every letter is the strong answer" in words and "q0" not in words, words
 
 
 def test_a_right_answer_in_other_letters_case_scores_full_and_one_wrong_letter_scores_zero():
@@ -214,7 +225,8 @@ def test_a_right_answer_in_other_letters_case_scores_full_and_one_wrong_letter_s
     result = judged("ex3_self_check", f"my_answers = {right!r}\n", "ex3_self_check_checks")
     assert result.score == result.max_score, result.output
     result = judged("ex3_self_check", f"my_answers = {one_wrong!r}\n", "ex3_self_check_checks")
-    assert result.score == 0 and f"1 of the {len(key())} letters" in result.output, result.output
+    assert result.score == 0 and "not every letter is the strong answer" in result.output, result.output
+    assert not re.search(r"\d", result.output.split("strong answer")[1]), "feedback must not count wrong letters"
 
 
 # --- the fair side --------------------------------------------------------------------------------------------
@@ -222,3 +234,67 @@ def test_the_master_scores_full_marks_not_isolated_too():
     """Isolated (as root), test_grading_all grades this master to full marks; here, run as the grader's own user."""
     report = grade_notebook(ROOT / "solutions" / LESSON8, isolate=False)
     assert report.score == report.max_score == sum(POINTS.values()), str(report)
+
+
+# --- exercise 1 keeps its points whatever the later exercises hold ---------------------------------------------
+def answer_files(master) -> dict[str, int]:
+    """Each ``%%writefile`` answer file of ``master`` -> its exercise."""
+    return {cell.source.split()[1]: exercise_of(grade_id(cell)) for cell in master.cells
+            if is_answer_cell(cell) and cell.source.startswith("%%writefile ") and exercise_of(grade_id(cell))}
+
+
+def files_named(source: str, folder: Path) -> set[str]:
+    """The files of ``folder`` that code names: an import (``import keys``), or a file name (``"keyed_agent.py"``)."""
+    tree = ast.parse("\n".join(line for line in source.splitlines() if not line.startswith("%")))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {f"{alias.name.split('.')[0]}.py" for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(f"{node.module.split('.')[0]}.py")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith(".py"):
+            names.add(node.value)
+    return {name for name in names if (folder / name).is_file()}
+
+
+def runs(folder: Path, named: set[str], lent: set[str]) -> set[str]:
+    """Every file of ``folder`` that running ``named`` runs, less the files the grader lends from the master."""
+    found = set()
+    for name in named - lent:
+        found |= {path.name for path in local_imports(folder / name)}
+    return found - lent
+
+
+@pytest.mark.parametrize("master_path", sorted((ROOT / "solutions").glob("*.ipynb")), ids=lambda p: p.stem[:2])
+def test_exercise_1s_checks_and_matrices_run_no_other_exercises_answer(master_path, tmp_path):
+    master = write_master_files(master_path, tmp_path)
+    exercise = answer_files(master)
+    references = lesson_references(master)
+    lent_all = {name for name, _ in references.values() if name}
+    graded = [(grade_id(c), files_named(c.source, tmp_path), lent_all if "on_reference_answers(" in c.source else set())
+              for c in master.cells if is_test_cell(c) and exercise_of(grade_id(c)) == 1]
+    graded += [(check["name"], {check["agent"]}, {name for name, _ in references_for(check, references).values() if name})
+               for check in lesson_meta(master).get("matrix_checks", []) if exercise_of(check["name"]) == 1]
+    assert graded or not exercise, "no graded check of exercise 1 found: the reading of the master is wrong"
+    for name, named, lent in graded:
+        others = sorted(f for f in runs(tmp_path, named, lent) if exercise.get(f, 1) != 1)
+        assert not others, f"{master_path.stem} {name} runs {others}, another exercise's answer: lend it the master's"
+
+
+LESSON2 = ROOT / "solutions" / "02_idempotent_tools.ipynb"
+RETRY_AS_GIVEN = next(c.source for c in nbformat.read(ROOT / "course" / LESSON2.name, as_version=4).cells
+                      if grade_id(c) == "ex2_retry")
+
+
+@pytest.mark.parametrize("retry", ["left as given", "a syntax error"])
+def test_lesson_2s_exercise_1_matrix_keeps_its_points_with_exercise_2_missing_or_broken(retry, tmp_path):
+    """The matrix as the grader runs it (on the master's retry.py), on two crash points to keep it short."""
+    master = write_master_files(LESSON2, tmp_path)
+    given = written_files(nbformat.from_dict({"cells": [{"cell_type": "code", "source": RETRY_AS_GIVEN,
+                                                         "metadata": {}, "outputs": [], "execution_count": None}],
+                                              "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))["retry.py"]
+    (tmp_path / "retry.py").write_text(given if retry == "left as given" else "def call_with_retry(name, args, key:\n")
+    check = matrix_check(master, "ex1_crash_matrix", ["after:charge_card", "before:send_confirmation"])
+    result = score_matrix_check(check, tmp_path, references=lesson_references(master))
+    assert result.score == result.max_score == 4, result.output
+    assert "retry.py" not in result.output, result.output

@@ -15,6 +15,9 @@ from feedback_guard import feedback_problems
     "the answer cell did not run (_notebook_answers.py, line 3)",
     "the agent failed: `undo_key raises",
     "",
+    "check failed (requirement [R1] ...): the probe should have died at after:charge_card: NotImplementedError",
+    "(no crash): the agent failed (its output is not shown for runs on the reference answers)",
+    "lesson 4: 3/12 in 40 s, isolated",
 ])
 def test_misleading_feedback_is_refused(output):
     assert feedback_problems(output)
@@ -34,10 +37,11 @@ def test_feedback_in_words_passes(output):
 
 @pytest.mark.parametrize("problem, hidden", [
     ("before:model#1: crash point never reached (the agent failed first: exit code 1: X (a.py, line 3))",
-     "before:model#1: crash point never reached (the agent failed first: its output is not shown for runs on the "
-     "reference answers)"),
+     "before:model#1: crash point never reached (the agent failed first: its output is not shown: this check runs "
+     "your file with the course's answers to the other exercises)"),
     ("(no crash): the agent failed (exit code 1: NotImplementedError (order_agent.py, line 11))",
-     "(no crash): the agent failed (its output is not shown for runs on the reference answers)"),
+     "(no crash): the agent failed (its output is not shown: this check runs your file with the course's answers to "
+     "the other exercises)"),
 ])
 def test_an_agent_words_hidden_keep_their_parentheses_paired(problem, hidden):
     from crashlab.grading.checks import without_agent_words

@@ -1,6 +1,6 @@
 """Every master scores full marks and every generated student notebook scores zero, with feedback a learner can
-act on: each message names what is missing in the student's own terms, never a grader's folder or frame, never an
-empty exception, never a word cut in half."""
+act on: each message says first that the exercise is not answered yet and names what is missing in the student's
+own terms, never a grader's folder or frame, never an empty exception, never a word cut in half."""
 
 from pathlib import Path
 
@@ -27,6 +27,8 @@ def test_student_notebook_scores_zero(master):
     assert report.score == 0, str(report)
     for test in report.tests:
         assert_feedback_without_internals(test.output)
+        # The cause first, in every lesson alike: nothing is answered yet, and where the placeholder is.
+        assert test.output.startswith("not answered yet"), f"{test.name}: {test.output}"
 
 
 def assert_feedback_without_internals(output: str) -> None:

@@ -82,10 +82,17 @@ MUTANTS = [
      'DBOS.step(name="order_agent__tool_call")', "ex2_dbos_agent_checks",
      # a check on the reference answers names its requirement and quotes nothing of the run (README, References)
      "check failed (requirement [R5] the tool step retries a passing failure)"),
+    ("08_frameworks.ipynb", "ex2_dbos_agent", 'PARALLEL_EXECUTION_MODE = "sequential"',
+     'PARALLEL_EXECUTION_MODE = "parallel_ordered_events"', "ex2_dbos_agent_checks",
+     "check failed (requirement [R6] the tool calls of one reply run one at a time"),
+    ("08_frameworks.ipynb", "ex3_functional", 'else call_key(thread, turn, call)',
+     'else f"{thread}/{call[\'id\']}/{call[\'name\']}"', "ex3_functional_checks",
+     "a key from its new tool_use id is a new key"),
 ]
 IDS = ["final answer not logged", "a 400 retried", "run_once does not wait", "claim reads then inserts or ignores",
        "claim reads then inserts", "claim reads then inserts in a deferred transaction", "durability async",
-       "key without the step", "a DBOS tool step that does not retry"]
+       "key without the step", "a DBOS tool step that does not retry", "DBOS tool calls run at once",
+       "a functional-API key from the tool_use id"]
 
 
 @pytest.mark.parametrize("master, answer, old, new, check, why", MUTANTS, ids=IDS)

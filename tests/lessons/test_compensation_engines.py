@@ -106,3 +106,34 @@ def test_unkeyed_compensations_refund_twice_after_a_crash_and_the_audit_says_so(
     assert row.reached and not matrix.ok, str(matrix)
     assert row.verdict == "inconsistent" and row.effects["refund"] == 2 and row.duplicates == 1, str(matrix)
     assert any("a double refund" in problem for problem in row.problems), row.problems
+
+
+def test_an_outage_past_the_do_steps_patience_leaves_each_saga_cleanly_undone(tmp_path):
+    """No undo step gives up on a failure that may pass. The world stops for 15 s right after the charge, with the
+    agent alive; the do steps' patience is scaled down to 3 s (SAGA_PATIENCE_S, SAGA_GIVE_UP_S), so each saga gives
+    up the order during the outage and undoes it with the world still down: the undo must outlast the outage and
+    leave the order cleanly undone, in the same process, whatever the outage's length (200 s: the README's table).
+    The DBOS and Temporal sagas, soaked at once; LangGraph's and the log's retry nothing in their process."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from crashlab.soak import soak
+    from crashlab.soak.world import WorldFault
+
+    folder = lesson_agents(tmp_path / "agents")
+    scaled = {"dbos": {"SAGA_PATIENCE_S": "3"}, "temporal": {"SAGA_GIVE_UP_S": "3"}}
+
+    def soaked(name: str):
+        spec = ENGINES[name]
+        return soak(folder / spec.agent, orders=1, resumers=(1, 1), kills="none", timeout=60, seed=1,
+                    world_faults=[WorldFault("outage", 15.0, "charge_card")], preload=spec.preload,
+                    needs=(spec.needs,) if spec.needs else (), env=scaled[name], may_undo=True, progress=False)
+
+    with ThreadPoolExecutor(2) as pool:
+        results = dict(zip(scaled, pool.map(soaked, scaled)))
+    for name, result in results.items():
+        [order] = result.orders
+        assert result.ok and order.gave_up and order.audit.verdict == "cleanly undone", (name, str(result))
+        assert order.errors == [], (name, order.errors)  # the first process rode the outage out: no rerun needed
+        [outage] = result.fault_log
+        refunded = next(e.at for e in order.audit.events if e.what == "refund")
+        assert refunded >= outage["ended"] and outage["ended"] - outage["began"] >= 15.0, (name, outage, refunded)

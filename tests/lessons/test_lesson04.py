@@ -154,7 +154,7 @@ def test_retries_end_by_the_clock_not_by_a_count(lesson_files, launcher):
     """An outage must not leave an order in ERROR: the steps retry for a time, however many attempts it takes.
     Past that time the order is in ERROR, and a resume says so in one line instead of replaying a traceback."""
     folder, _ = lesson_files
-    _replace(folder / "dbos_steps.py", "interval_seconds=0.5, backoff_rate=1.5",
+    _replace(folder / "dbos_steps.py", "interval_seconds=1.0, backoff_rate=1.1",
              "interval_seconds=0.02, backoff_rate=1.0")  # quick attempts, so that many fit in a second
     agent = folder / AGENT
     with World.start(folder / "w-many") as world:

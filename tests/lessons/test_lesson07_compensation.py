@@ -103,7 +103,7 @@ def compensate(order_id, step, attempts=5):
 '''
 
 WRONG_EXCEPT = ("        for step in undo_steps(done):\n",
-                "        if isinstance(exc, ToolCallFailed) and not exc.permanent:\n"
+                "        if getattr(exc, 'status', None) == 400:\n"
                 "            raise  # wrong: a 400 leaves the order in ERROR with the money taken\n"
                 "        for step in undo_steps(done):\n")
 

@@ -1,11 +1,13 @@
-"""The frameworks lesson: the graded matrices are the ones its text promises, and known-wrong answers lose their own
+"""The frameworks lesson: the graded matrices are the ones its text promises, known-wrong answers lose their own
 exercise's points only -- a DBOS run identity that is new in every process scores 0 on the crash matrix, and one
 grading of a notebook with three subtly wrong answers (a key without the tool call id, tools that are not DBOS
 steps, a tool call outside a LangGraph task) shows each exercise's hidden checks catching its own mistake while
-the crash matrices keep their points.
+the crash matrices keep their points -- and the given agents stop at once on a failure that is for good: a 4xx from
+a service or the model is a non-retryable ApplicationError on Temporal and a TerminalError on Restate.
 
 Cheap on purpose: the master's matrices run when test_grading_all grades the master, and nbval runs its scenes;
-here one matrix check runs one crash point, and the one full grading checks the three wrong answers at once."""
+here one matrix check runs one crash point, and the one full grading checks the three wrong answers at once. (The
+DBOS default mode and a key from the tool_use id, each alone, are test_mutants' cases.)"""
 
 from pathlib import Path
 
@@ -97,3 +99,69 @@ def test_subtly_wrong_answers_lose_their_exercises_points_only(tmp_path):
     assert scores["ex1_crash_matrix"] == scores["ex2_crash_matrix"] == scores["ex3_crash_matrix"] == 2, \
         "the matrices keep their points"
     assert scores["ex1_restate_matrix"] == 1, "the matrices keep their points"
+
+
+# --- a failure that is for good is not retried for ever ------------------------------------------------------
+def given_module(folder: Path, name: str, monkeypatch):
+    """A given file of the master, imported from ``folder`` as the agent process imports it (the world's address
+    and state folder are only read, never reached)."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setenv("CRASHLAB_MODEL_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("CRASHLAB_STATE_DIR", str(folder))
+    for module in ("tool_keys", "pai_order", name):
+        monkeypatch.delitem(__import__("sys").modules, module, raising=False)
+    return importlib.import_module(name)
+
+
+def failing(status: int, error_type: str | None = None):
+    from crashlab.agent import ToolCallFailed
+
+    def effect(tool, args, key):
+        raise ToolCallFailed(f"{tool}: the service answered {status}", status, error_type)
+    return effect
+
+
+def test_the_temporal_agent_gives_up_at_once_on_a_declined_card(lesson_files, monkeypatch):
+    from crashlab.agent import ToolCallFailed
+    from temporalio.exceptions import ApplicationError
+
+    folder, _ = lesson_files
+    workflow = given_module(folder, "pai_temporal_workflow", monkeypatch)
+    with pytest.raises(ApplicationError) as refused:
+        workflow.no_retry_on_4xx(failing(402, "card_declined"))("charge_card", {}, "k")
+    assert refused.value.non_retryable and refused.value.type == "card_declined"
+    with pytest.raises(ToolCallFailed):  # a 503 may pass: left to the retry policy
+        workflow.no_retry_on_4xx(failing(503))("charge_card", {}, "k")
+    model = workflow.durability._model_activity_config
+    assert model["heartbeat_timeout"] < model["start_to_close_timeout"], "a dead worker is found by its heartbeat"
+
+
+def test_the_restate_agent_gives_up_at_once_on_a_declined_card_or_a_refused_model_request(lesson_files, monkeypatch):
+    import asyncio
+
+    from crashlab.agent import ToolCallFailed
+    from pydantic_ai.exceptions import ModelRequestRejectedError, ModelServerError
+    from pydantic_ai.models import ModelRequestParameters
+    from pydantic_ai.models.function import FunctionModel
+    from restate import TerminalError
+
+    folder, _ = lesson_files
+    order = given_module(folder, "pai_restate_order", monkeypatch)
+    with pytest.raises(TerminalError) as refused:
+        order.no_retry_on_4xx(failing(402, "card_declined"))("charge_card", {}, "k")
+    assert refused.value.status_code == 402
+    with pytest.raises(ToolCallFailed):
+        order.no_retry_on_4xx(failing(503))("charge_card", {}, "k")
+
+    def model_answering(error):
+        def answer(messages, info):
+            raise error
+        return order.ModelGivesUpOn4xx(FunctionModel(answer))
+
+    ask = [[], None, ModelRequestParameters()]
+    with pytest.raises(TerminalError):
+        asyncio.run(model_answering(ModelRequestRejectedError("model", "status_code: 400")).request(*ask))
+    with pytest.raises(ModelServerError):  # a 5xx may pass: Restate retries the step
+        asyncio.run(model_answering(ModelServerError("model", "status_code: 500")).request(*ask))

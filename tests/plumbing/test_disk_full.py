@@ -70,3 +70,59 @@ def test_a_command_that_meets_a_full_disk_says_so_in_one_line(error, monkeypatch
     assert err.count("\n") == 1 and err.startswith("error: cannot write") and "the disk is full (" in err, err
     if isinstance(error, OSError):
         assert err == "error: cannot write /data/results.json: the disk is full (No space left on device)\n"
+
+
+TINY_NOTEBOOK = {"cells": [{"cell_type": "code", "execution_count": None, "id": "big-output", "metadata": {},
+                            "outputs": [], "source": "print('x' * 200_000)"}],
+                 "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+                 "nbformat": 4, "nbformat_minor": 5}
+
+
+def test_executing_a_notebook_on_a_full_disk_leaves_it_whole(tmp_path, capsys):
+    """`crashlab execute` writes the executed notebook beside the master and renames it over it: a disk that fills
+    up during the write leaves the master byte for byte as it was, and no temporary file."""
+    from crashlab.cli import main
+
+    with tiny_disk(tmp_path / "disk", size="128k") as disk:
+        master = disk / "01_tiny.ipynb"
+        master.write_text(json.dumps(TINY_NOTEBOOK, indent=1) + "\n")
+        before = master.read_bytes()
+        fill(disk)
+        assert main(["execute", str(master)]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "the disk is full" in err and "is unchanged" in err, err
+        assert master.read_bytes() == before
+        assert sorted(p.name for p in disk.iterdir()) == ["01_tiny.ipynb", "filler"]
+
+
+def test_building_the_course_on_a_full_disk_leaves_every_student_notebook_whole(tmp_path):
+    """`crashlab build` writes each student notebook through a temporary file too: on a full disk the one it was
+    writing is left as the last build wrote it."""
+    import shutil
+
+    from crashlab.course.notebooks import repo_root
+    from crashlab.grading.build import build_course
+
+    solutions = tmp_path / "solutions"
+    solutions.mkdir()
+    shutil.copy(repo_root() / "solutions" / "01_naive_event_log.ipynb", solutions)
+    with tiny_disk(tmp_path / "course", size="512k") as course:
+        assert [p.name for p in build_course(solutions, course).wrote] == ["01_naive_event_log.ipynb"]
+        student = course / "01_naive_event_log.ipynb"
+        before = student.read_bytes()
+        master = nbformat_with_a_new_cell(solutions / "01_naive_event_log.ipynb")
+        fill(course)
+        with pytest.raises(OutputError, match="the disk is full"):
+            build_course(solutions, course)
+        assert student.read_bytes() == before and master.exists()
+        assert sorted(p.name for p in course.iterdir()) == ["01_naive_event_log.ipynb", "filler"]
+
+
+def nbformat_with_a_new_cell(path):
+    """The master with one more markdown cell: a build must write its student notebook again."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell("A note added to the master. " * 400))
+    nbformat.write(nb, path)
+    return path

@@ -4,9 +4,13 @@ imports to preload when its spec names none, and the servers any of them needs s
 
 from __future__ import annotations
 
+import os
+import re
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from crashlab.engines.registry import ENGINES
 from crashlab.report import demo
@@ -17,6 +21,25 @@ FILES = {
     "plain_agent.py": "import json\nfrom crashlab.agent import agent_main\n",
     "dbos_agent.py": "from dbos import DBOS\n",
 }
+
+
+class NoServers:
+    """crashlab.engines.needs.Needs for agents that need no server."""
+
+    def __init__(self, folder):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def prepare(self, specs):
+        pass
+
+    def env_for(self, spec):
+        return {}
 
 
 def test_an_agent_preloads_the_engines_it_imports_and_nothing_else():
@@ -37,21 +60,9 @@ def test_matrices_run_two_at_once_longest_first_and_come_back_in_the_lessons_ord
     prepared, started, running, most = [], [], [], [0]
     lock = threading.Lock()
 
-    class FakeNeeds:
-        def __init__(self, folder):
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            pass
-
+    class FakeNeeds(NoServers):
         def prepare(self, specs):
             prepared.extend(spec.get("needs") for spec in specs if spec.get("needs"))
-
-        def env_for(self, spec):
-            return {}
 
     def fake_crash_test(agent, points, *, preload, **kwargs):
         with lock:
@@ -73,3 +84,69 @@ def test_matrices_run_two_at_once_longest_first_and_come_back_in_the_lessons_ord
     assert most[0] == 2 and prepared == ["temporal"]
     assert started[0] == ("dbos_agent.py", ("dbos",))  # the one with a server to wait on, first
     assert ("graph_agent.py", ENGINES["langgraph"].imports) in started and ("plain_agent.py", ()) in started
+
+
+# --- a machine too loaded to judge on -------------------------------------------------------------------------------
+def fake_matrix(agent: str, expect: str, points: list[str], failing: set[str]):
+    from crashlab.harness import BASELINE, Matrix, Row
+
+    rows = [Row(point, True, {"charge": 1}, 0, 4 + (point in failing), int(point in failing), True, 0.5,
+                [f"{point}: 1 avoidable repeated model call"] if point in failing else [], [], [])
+            for point in [BASELINE, *points]]
+    return Matrix(str(agent), "ORD-8842", expect, rows, 1.0)
+
+
+@pytest.mark.parametrize("case", ["held when re-run alone", "still loaded", "quiet", "failed on a quiet machine"])
+def test_a_durable_agent_failing_on_a_loaded_machine_is_run_again_alone_and_never_failed_for_load(case, monkeypatch,
+                                                                                               tmp_path, capsys):
+    """The load the demo sees is faked (the one-minute load average), and so are the matrices: the durable agent's
+    two timing-sensitive points fail in the first run; what it says after depends on the re-run and the load."""
+    specs = [("01_a", {"agent": "plain_agent.py", "expect": "observe", "title": "naive"}),
+             ("08_b", {"agent": "graph_agent.py", "expect": "durable", "title": "durable"})]
+    monkeypatch.setattr(demo, "reference_agents", lambda solutions: [(Path(f"{m}.ipynb"), s) for m, s in specs])
+    monkeypatch.setattr(demo.nbformat, "read", lambda path, as_version: None)
+    monkeypatch.setattr(demo, "written_files", lambda nb: FILES)
+    cpus = os.cpu_count() or 1
+    busy, quiet = demo.LOADED_PER_CPU * cpus + 1, 0.5
+    loads = {"held when re-run alone": (busy, busy), "still loaded": (busy, busy), "quiet": (quiet, quiet),
+             "failed on a quiet machine": (busy, quiet)}[case]
+    phase = {"n": 0}
+    monkeypatch.setattr(demo, "_load_average", lambda: loads[min(phase["n"], 1)])
+    calls = []
+
+    def fake_crash_test(agent, points, **kwargs):
+        calls.append((Path(agent).name, points))
+        if Path(agent).name == "plain_agent.py":
+            return fake_matrix(agent, "observe", ["after:model#1"], {"after:model#1"})
+        if points == "all":
+            phase["n"] = 1  # the load from here on: the re-run's
+            return fake_matrix(agent, "durable", ["after:model#1", "after:model#2", "after:charge_card"],
+                               {"after:model#1", "after:model#2"})
+        phase["n"] = 1
+        return fake_matrix(agent, "durable", points, set() if case == "held when re-run alone" else set(points))
+
+    import crashlab.engines.needs
+
+    monkeypatch.setattr(crashlab.engines.needs, "Needs", NoServers)
+    monkeypatch.setattr(demo, "crash_test", fake_crash_test)
+    monkeypatch.chdir(tmp_path)
+    code = demo.run_demo(solutions=tmp_path, html_out=None)
+    said = capsys.readouterr().out
+    reruns = [points for name, points in calls if name == "graph_agent.py" and points != "all"]
+    headline = re.sub(r"\s+", " ", said.strip().split("\n\n")[-2])
+    if case == "quiet":  # failed on a quiet machine: a failure, not run again
+        assert reruns == [] and code == 1 and "FAILED: graph_agent.py" in headline, said
+        return
+    assert reruns == [["after:model#1", "after:model#2"]], calls
+    assert "run again, alone" in said and "re-run alone" in said
+    if case == "held when re-run alone":
+        assert code == 0 and "1 of 1 durable agent held at every crash point" in headline, said
+        assert "08 durable: after:model#1, after:model#2: failed in the loaded run, load average up to" in said, said
+        assert "and held when run again alone" in said, said
+        assert "FAILED" not in said and "could not" not in said
+    elif case == "still loaded":
+        assert code == 1 and "FAILED" not in said and "not judged: too loaded" in said, said
+        assert "0 of 1 durable agent held at every crash point; 1 could not be judged (graph_agent.py): the machine " \
+               "was too loaded" in headline, said
+    else:  # loaded at first, quiet for the re-run, and it failed again: a real failure
+        assert code == 1 and "FAILED: graph_agent.py" in headline and "could not" not in said, said

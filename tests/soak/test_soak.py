@@ -17,6 +17,7 @@ from crashlab.cli import main
 from crashlab.order import ORDER_ID_PATTERN, order_details
 from crashlab.soak import order_ids, parse_resumers, parse_world_faults, soak
 from crashlab.soak.reference import reference_spec
+from crashlab.soak.world import WorldFault
 
 AGENTS = Path(__file__).parents[1] / "agents"
 KEYED = AGENTS / "logged_agent.py"  # lesson 1's logged loop, each tool call keyed by the order and the step
@@ -45,14 +46,59 @@ def test_keyed_agent_survives_random_kills_racing_resumers_a_flaky_world_and_a_w
 
 
 def test_an_agent_that_retries_in_its_process_is_given_time_to_outlive_an_outage():
-    """The outage lasts twice the agent's timeout; the timeout counts only time the world was up, so the agent
-    that was retrying through it is not killed as hung, and it finishes the order itself."""
-    result = soak(PATIENT, orders=1, kills="none", kill_window=0.05, world_faults=[("outage", 3.0)], timeout=1.5,
-                  seed=5, progress=False)
+    """``outage:8@charge_card`` stops the world as soon as the order's charge is in the ledger, with the agent alive
+    (no kills). The outage lasts twice the agent's timeout; the timeout counts only time the world was up, so the
+    agent that was retrying through it is not killed as hung, and it finishes the order itself, its reservation
+    after the outage."""
+    result = soak(PATIENT, orders=1, resumers=(1, 1), kills="none", world_faults=[WorldFault("outage", 8.0, "charge_card")],
+                  timeout=4.0, seed=5, progress=False)
     [order] = result.orders
     assert result.ok and order.audit.finished, str(result)
     assert result.figures()["outages"] == 1, result.figures()
-    assert order.errors == [], order.errors  # no "hung: killed after the 1.5 s timeout", no failed run
+    assert order.errors == [], order.errors  # no "hung: killed after the 4 s timeout", no failed run
+    [outage] = result.fault_log
+    assert outage["fault"] == "outage:8@charge_card" and outage["ended"] - outage["began"] >= 8.0, outage
+    charged, reserved = (next(e.at for e in order.audit.events if e.what == what) for what in ("charge", "reservation"))
+    assert charged <= outage["began"] and reserved >= outage["ended"], (charged, outage, reserved)
+
+
+def test_a_paused_world_bills_every_attempt_an_impatient_agent_made_and_the_soak_counts_them():
+    """``pause:6@charge_card`` freezes the world (SIGSTOP) with the agent alive. An agent that gives up on a model call
+    after 1 s and asks again -- what an engine's attempt timeout does -- leaves requests waiting, and the world
+    answers each when it goes on: the model calls beyond a clean run's are the zombie attempts' bill."""
+    result = soak(AGENTS / "impatient_agent.py", orders=1, resumers=(1, 1), kills="none", timeout=30, seed=2,
+                  world_faults=[WorldFault("pause", 6.0, "charge_card")], progress=False)
+    [order] = result.orders
+    assert result.ok and order.audit.finished and order.duplicates == 0, str(result)
+    assert result.figures()["pauses"] == 1 and result.settings["clean_model_calls"] == 4, result.figures()
+    assert result.extra_model_calls >= 1 and order.audit.repeated_model_calls == result.extra_model_calls, str(result)
+    assert "extra model calls" in str(result) and "world pauses" in str(result)
+
+
+def test_a_world_that_dies_on_its_own_is_restarted_and_an_audit_it_never_answers_is_said(tmp_path, monkeypatch):
+    from crashlab.plumbing.processes import kill_group
+    from crashlab.soak.results import OrderResult, SoakResult
+    from crashlab.soak.world import SoakWorld
+    from crashlab.world import WorldError
+
+    world = SoakWorld(tmp_path / "w", key_lease=None)
+    try:
+        kill_group(world.world.pid)  # not a fault of the soak's: someone else killed it
+        assert world.audit("ORD-SOAK-0001").counts["charge"] == 0 and world.deaths == 1
+        kill_group(world.world.pid)
+
+        def no_world(port):
+            raise WorldError("the world did not start")
+        monkeypatch.setattr(world, "_restart", no_world)
+        assert world.try_audit("ORD-SOAK-0001", attempts=2) is None and world.unaudited == ["ORD-SOAK-0001"]
+    finally:
+        world.stop()
+    summary = SoakResult("agent.py", {"world_faults": [], "resumers": "1..1", "kills": "none", "kill_window": 1.0,
+                                      "seed": 1}, [OrderResult("ORD-SOAK-0001")], 0, [], 1.0,
+                         unaudited=world.unaudited, world_deaths=world.deaths)
+    text = str(summary)
+    assert "did not answer the audit of 1 order(s) (ORD-SOAK-0001): they count as lost" in text, text
+    assert "world deaths" in text and text.endswith("FAIL: 0 duplicate(s), 1 lost order(s), 0 wrong amount(s) or SKU(s)")
 
 
 def test_a_reference_saga_is_soaked_down_the_failure_path_its_lesson_gives_it(tmp_path, capsys):
@@ -96,6 +142,10 @@ def test_the_soak_catches_the_naive_agent(tmp_path, capsys):
     (["--world-faults", "flaky:3600"], "flaky:SECONDS"),
     (["--world-faults", "flaky:5:503"], "flaky:SECONDS"),
     (["--world-faults", "world-kill:3"], "world-kill takes no seconds"),
+    (["--world-faults", "outage:5@charge"], "@ names the tool after whose effect the fault fires"),
+    (["--world-faults", "outage:5@"], "@ names the tool"),
+    (["--env", "SAGA_PATIENCE_S"], "expected NAME=VALUE"),
+    (["--env", "1X=2"], "expected NAME=VALUE"),
     (["--world-faults", " , "], "no world faults given"),
     (["--needs", "postgres"], "invalid choice"),
     (["--orders", "0"], "at least 1"),
@@ -175,8 +225,10 @@ def test_order_ids_and_parsers():
     assert all(re.fullmatch(ORDER_ID_PATTERN, o) for o in order_ids(3))
     assert len(set(order_ids(50))) == 50
     assert parse_resumers("2..3") == (2, 3) and parse_resumers("4") == (4, 4)
-    assert parse_world_faults("world-kill, outage:8") == [("world-kill", 0.0), ("outage", 8.0)]
-    assert parse_world_faults("flaky:20,world-kill,flaky:0.5") == [("flaky", 20.0), ("world-kill", 0.0),
-                                                                  ("flaky", 0.5)]
+    assert parse_world_faults("world-kill, outage:8") == [("world-kill", 0.0, None), ("outage", 8.0, None)]
+    assert parse_world_faults("flaky:20,world-kill,flaky:0.5") == [("flaky", 20.0, None), ("world-kill", 0.0, None),
+                                                                  ("flaky", 0.5, None)]
+    assert parse_world_faults("outage:200@charge_card,world-kill@refund_charge") == [
+        WorldFault("outage", 200.0, "charge_card"), WorldFault("world-kill", 0.0, "refund_charge")]
     with pytest.raises(ValueError, match="unknown need 'postgres'"):
         soak(KEYED, orders=1, needs=("postgres",))  # refused before anything starts

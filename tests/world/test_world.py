@@ -404,6 +404,19 @@ def test_parallel_tool_use_asks_for_the_independent_steps_in_one_reply(world):
         ask(client, [messages[0], messages[1], {"role": "user", "content": [messages[2]["content"][0]]}])
 
 
+def test_parallel_tool_use_honours_disable_parallel_tool_use(world):
+    """A request whose tool_choice sets disable_parallel_tool_use gets one tool per reply, as from the real API, and
+    the armed fault is left for a request that allows it."""
+    world.inject("parallel_tool_use", times=1)
+    client = sdk(world)
+    messages = [{"role": "user", "content": order_task()}]
+    one = client.messages.create(model="claude-sonnet-4-5", max_tokens=400, tools=TOOLS, messages=messages,
+                                 tool_choice={"type": "auto", "disable_parallel_tool_use": True})
+    assert [b.name for b in tool_uses(one)] == ["charge_card"]
+    assert world.faults_left()["parallel_tool_use"] == 1
+    assert [b.name for b in tool_uses(ask(client, messages))] == ["charge_card", "reserve_item"]
+
+
 def test_parallel_tool_use_is_off_unless_armed(world):
     """Unarmed (every lesson), one tool per reply, as before."""
     assert [b.name for b in tool_uses(ask(sdk(world), [{"role": "user", "content": order_task()}]))] == ["charge_card"]

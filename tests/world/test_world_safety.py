@@ -144,6 +144,29 @@ def test_a_new_and_an_empty_folder_are_accepted_and_marked(tmp_path):
         assert not (state / "agent" / "events.jsonl").exists()  # the agents' state went with the world's
 
 
+def test_a_fresh_world_deletes_the_agents_state_but_not_a_learners_file_beside_it(tmp_path):
+    """What agents keep in ``agent/`` goes with a fresh world; a file a learner saved there (an agent's source, notes)
+    stays, at any depth, and nothing is followed through a link."""
+    state = tmp_path / "w"
+    outside = tmp_path / "outside.sqlite"
+    outside.write_text("not the world's")
+    with World.start(state) as world:
+        agent = world.agent_dir
+        (agent / "ORD-8842.jsonl").write_text("{}\n")
+        (agent / "dbos.sqlite").write_text("")
+        (agent / "dbos.sqlite-wal").write_text("")
+        (agent / "deep" / "er").mkdir(parents=True)
+        (agent / "deep" / "er" / "checkpoints.sqlite").write_text("")
+        (agent / "notes").mkdir()
+        (agent / "notes" / "what I saw.md").write_text("keep me")
+        (agent / "my_agent.py").write_text("print('mine')\n")
+        (agent / "link.sqlite").symlink_to(outside)
+    with World.start(state) as world:
+        left = sorted(str(p.relative_to(world.agent_dir)) for p in world.agent_dir.rglob("*"))
+    assert left == ["my_agent.py", "notes", "notes/what I saw.md"], left
+    assert outside.read_text() == "not the world's"
+
+
 def test_keep_restarts_a_world_on_its_own_ledgers(tmp_path):
     """``fresh=False`` (``crashlab world start --keep``): the ledgers survive a stop and a start."""
     state = tmp_path / "w"

@@ -2,26 +2,21 @@
 the tool call left open -- so later lessons plug in how a tool is executed (with an idempotency key, a
 retry, a ledger) without copying the loop.
 
-It also takes the order's lock, so that resume processes started at once take turns instead of
-racing: the first one finishes the order, the others find it finished in the log. The lock is an
-``flock`` on a file in the state directory, which the kernel releases when its holder dies, even by
-SIGKILL, so a crash never leaves a stale lock behind.
+It also takes the order's lock (:func:`crashlab.eventlog.order_lock`), so that resume processes started at once
+take turns instead of racing: the first one finishes the order, the others find it finished in the log.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
 from crashlab.agent import (MAX_TOKENS, MODEL, TOOLS, AgentError, content_to_dicts, first_tool_use, model_client,
                             order_task, state_dir, tool_result_message)
 from crashlab.answers import refuse_while_grading
-from crashlab.eventlog import CorruptLogError, append_event
+from crashlab.eventlog import CorruptLogError, OrderLocked, append_event, order_lock
 
 refuse_while_grading("01")
 
@@ -94,29 +89,6 @@ def rebuild(task: str, events: list[dict]) -> tuple[list[dict], dict | None]:
 Executor = Callable[[str, int, dict], dict]
 
 
-class OrderLocked(AgentError):
-    pass
-
-
-@contextmanager
-def order_lock(path: Path, timeout: float = 60.0):
-    """Hold an exclusive lock on ``path`` (one writer per order). Waits up to ``timeout`` seconds."""
-    with open(path, "a+") as handle:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise OrderLocked(f"another process has held the lock {path} for {timeout:.0f} s") from None
-                time.sleep(0.02)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def run_logged_order(order_id: str, execute: Executor, *, max_turns: int = 10) -> str:
     """Run or resume ``order_id``: decisions are logged before acting, results after. Returns the
     model's final text."""
@@ -150,3 +122,7 @@ def run_logged_order(order_id: str, execute: Executor, *, max_turns: int = 10) -
             messages.append(tool_result_message(pending["id"], result))
             pending = None
         raise AgentError(f"{order_id}: gave up after {max_turns} turns")
+
+
+__all__ = ["Executor", "OrderLocked", "order_lock", "read_events", "read_order_log", "rebuild",
+           "run_logged_order"]

@@ -63,6 +63,29 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+# Processes (or gradings) a command runs at once: each is an interpreter of its own, so a --jobs of a thousand would
+# start a thousand and take the machine down with it. More than this many at once is refused.
+MAX_JOBS = 16
+
+
+def _at_most(text: str, most: int, what: str, why: str = "") -> int:
+    """A whole number from 1 to ``most``; past it, one line: ``at most MOST WHAT, got TEXT: WHY``."""
+    value = positive_int(text)
+    if value > most:
+        raise _bad(f"at most {most}{what}, got {text!r}{why}")
+    return value
+
+
+def jobs(text: str) -> int:
+    return _at_most(text, MAX_JOBS, " at once", ": each is a process of its own (2 to 4 suit 2 cores)")
+
+
+def soak_orders(text: str) -> int:
+    from crashlab.soak import MAX_ORDERS
+
+    return _at_most(text, MAX_ORDERS, f" orders (ORD-SOAK-0001 to ORD-SOAK-{MAX_ORDERS})")
+
+
 def positive_seconds(text: str) -> float:
     try:
         value = float(text)
@@ -84,10 +107,7 @@ def state_folder(text: str) -> str:
 def resumer_count(text: str) -> int:
     from crashlab.harness import MAX_RESUMERS
 
-    value = positive_int(text)
-    if value > MAX_RESUMERS:
-        raise _bad(f"at most {MAX_RESUMERS} resumers at once, got {text!r}: a race needs two or three")
-    return value
+    return _at_most(text, MAX_RESUMERS, " resumers at once", ": a race needs two or three")
 
 
 def port(text: str) -> int:
@@ -180,6 +200,33 @@ def output_folder(text: str) -> str:
     return text
 
 
+def check_results_dir(results_dir: str, submissions: str, csv: str | None) -> None:
+    """``grade-batch``: UsageError, before any grading, when the results would land among the submissions (each
+    folder there is read as a student's, so the results folder would be graded as one more) or the gradebook would
+    be written over the results folder."""
+    results, folder = Path(results_dir).resolve(), Path(submissions).resolve()
+    if results == folder or results.is_relative_to(folder):
+        raise UsageError(f"--results-dir {results_dir} is inside the submissions folder {submissions}, where every "
+                         "folder is a student's: give a folder outside it")
+    if csv and Path(csv).resolve() == results:
+        raise UsageError(f"--csv {csv} is the results folder itself: give the gradebook a file name of its own")
+
+
+def lesson_number(text: str) -> str:
+    """Two digits naming one of the course's lessons (``--answers-through 04``); one line for any other."""
+    import nbformat
+
+    from crashlab.course.notebooks import lesson_of, repo_root
+
+    if not re.fullmatch(r"\d\d", text):
+        raise _bad(f"{text!r} is not a lesson number: give two digits, such as 01")
+    available = sorted(filter(None, (lesson_of(nbformat.read(m, as_version=4))
+                                     for m in (repo_root() / "solutions").glob("*.ipynb"))))
+    if available and text not in available:
+        raise _bad(f"there is no lesson {text}: the lessons are {available[0]} to {available[-1]}")
+    return text
+
+
 def check_not_same_file(output: str | None, source: str, what: str) -> None:
     """UsageError if writing ``output`` would overwrite ``source``."""
     if output and Path(output).resolve() == Path(source).resolve():
@@ -248,6 +295,19 @@ def failure(text: str) -> str:
         return "{}:{}".format(*check_failure(text))
     except ValueError as exc:
         raise _bad(str(exc)) from None
+
+
+def failure_or_none(text: str) -> str:
+    """:func:`failure`, or ``none``: no step fails (a reference saga soaked down its order's own path)."""
+    return "none" if text.strip() == "none" else failure(text)
+
+
+def env_setting(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` -> (NAME, VALUE), NAME a variable name; one line for anything else."""
+    name, equals, value = text.partition("=")
+    if not equals or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise _bad(f"expected NAME=VALUE, such as SAGA_PATIENCE_S=3, got {text!r}")
+    return name, value
 
 
 def order_id(text: str) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import shutil
 import signal
 import sys
@@ -19,12 +18,6 @@ from crashlab.cli.args import UsageError
 
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
-
-
-def _lesson_number(text: str) -> str:
-    if not re.fullmatch(r"\d\d", text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a lesson number: give two digits, such as 01")
-    return text
 
 
 def _new_folder(text: str) -> str:
@@ -112,9 +105,11 @@ def _self_check(args) -> int:
 
 def _grade_batch(args) -> int:
     from crashlab.grading.batch import grade_batch, summary, write_gradebook
+    from crashlab.grading.feedback import FILE_NAME as FEEDBACK_FILE, write_feedback
     from crashlab.grading.report import GradingError
     from crashlab.plumbing.outputs import GRADEBOOK, OutputError
 
+    check.check_results_dir(args.results_dir, args.submissions, args.csv)
     check.check_output(args.csv, GRADEBOOK, args.force)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
@@ -130,6 +125,10 @@ def _grade_batch(args) -> int:
               "to grade the rest", file=sys.stderr)
         return 130
     print(summary(batch))
+    written = write_feedback(batch, Path(args.results_dir))
+    if written:
+        print(f"wrote {len(written)} students' feedback, one file each to hand back: "
+              f"{Path(args.results_dir) / 'graded' / 'STUDENT' / FEEDBACK_FILE}")
     if args.csv:
         try:
             write_gradebook(batch, Path(args.csv), force=args.force)
@@ -183,9 +182,14 @@ def _build(args) -> int:
 
 def _execute(args) -> int:
     from crashlab.grading.execute import execute_in_place
+    from crashlab.plumbing.outputs import OutputError
 
     for path in args.notebooks:
-        seconds = execute_in_place(Path(path), timeout=args.timeout)
+        try:
+            seconds = execute_in_place(Path(path), timeout=args.timeout)
+        except OutputError as exc:  # a full disk, say: the notebook is left as it was
+            print(f"error: {exc}; {path} is unchanged", file=sys.stderr)
+            return 1
         print(f"executed {path} in {seconds:.0f} s")
     return 0
 
@@ -193,8 +197,8 @@ def _execute(args) -> int:
 def _result(args) -> int:
     """Exit 0 when test NAME has full marks in a results file, 1 when not, 2 when it is missing.
 
-    With ``CRASHLAB_RUN_ID`` set (the classroom workflow sets it), only a results file written by this
-    grading run counts: a stale or committed file scores 0."""
+    With ``--run-id ID`` (the classroom workflow's command names its run; ``CRASHLAB_RUN_ID`` when it is not
+    given), only a results file written by the grading run ID counts: a stale or committed file scores 0."""
     import os
 
     try:
@@ -203,9 +207,12 @@ def _result(args) -> int:
     except ValueError as exc:
         print(f"error: {exc}: 0 points", file=sys.stderr)
         return 2
-    run_id = os.environ.get("CRASHLAB_RUN_ID")
+    run_id = args.run_id if args.run_id is not None else os.environ.get("CRASHLAB_RUN_ID")
+    if run_id is not None and not run_id.strip():
+        print("error: --run-id is empty (the workflow's run id did not reach the command): 0 points", file=sys.stderr)
+        return 2
     if run_id and results.get("run_id") != run_id:
-        print(f"error: {args.results} was not written by this grading run: 0 points", file=sys.stderr)
+        print(f"error: {args.results} was not written by this grading run ({run_id}): 0 points", file=sys.stderr)
         return 2
     print(f"{args.test}: {score:g}/{max_score:g}\n{output}")
     return 0 if score >= max_score else 1
@@ -263,6 +270,8 @@ def add_class_commands(sub) -> None:
     result = sub.add_parser("result", help="exit 0 if one test has full marks in a results file (for CI graders)")
     result.add_argument("results", help="a results file written by `crashlab grade --json` (missing or wrong: 0 points)")
     result.add_argument("--test", required=True)
+    result.add_argument("--run-id", metavar="ID", help="count only a results file written by the grading run ID "
+                                                       "(default: $CRASHLAB_RUN_ID, if set)")
     result.set_defaults(func=_result)
 
     classroom = sub.add_parser("classroom", help="print the GitHub Classroom workflow for the current masters")
@@ -273,7 +282,7 @@ def add_class_commands(sub) -> None:
     release = sub.add_parser("release", help="write the student repository for a graded class: no masters, no "
                                              "hidden checks, no lesson answers")
     release.add_argument("out", type=_new_folder, metavar="OUT_DIR", help="a new or empty folder")
-    release.add_argument("--answers-through", type=_lesson_number, metavar="NN",
+    release.add_argument("--answers-through", type=check.lesson_number, metavar="NN",
                          help="also release the answers of lessons up to NN (later lessons build on them)")
     release.add_argument("--lessons", type=check.lesson_range, metavar="NN-MM",
                          help="release (and grade in the Classroom workflow) only these lessons: 03, 01-03 or 01,04")
@@ -305,7 +314,8 @@ def add_class_commands(sub) -> None:
     batch.add_argument("--csv", type=check.output_file, help="write the gradebook here (a new file, or a gradebook "
                                                              "written before)")
     check.force_option(batch)
-    batch.add_argument("--jobs", type=check.positive_int, default=2, help="notebooks graded at once (default %(default)s)")
+    batch.add_argument("--jobs", type=check.jobs, default=2,
+                       help=f"notebooks graded at once, at most {check.MAX_JOBS} (default %(default)s)")
     batch.add_argument("--solutions", type=_folder, help="the masters (default: this repository's solutions/)")
     check.grading_options(batch, "each notebook")
     batch.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -313,10 +323,11 @@ def add_class_commands(sub) -> None:
 
     bench = sub.add_parser("bench-grading", help="grading throughput: generated submissions graded with --jobs N "
                                                  "against one by one")
-    bench.add_argument("--lesson", default="01", type=_lesson_number, help="the lesson (default %(default)s)")
+    bench.add_argument("--lesson", default="01", type=check.lesson_number, help="the lesson (default %(default)s)")
     bench.add_argument("--submissions", type=check.positive_int, default=6,
                        help="submissions to generate: masters, stubs and wrong answers in turn (default %(default)s)")
-    bench.add_argument("--jobs", type=check.positive_int, default=2, help="gradings at once (default %(default)s)")
+    bench.add_argument("--jobs", type=check.jobs, default=2,
+                       help=f"gradings at once, at most {check.MAX_JOBS} (default %(default)s)")
     bench.add_argument("--no-loop", action="store_true", help="skip the one-by-one run")
     bench.add_argument("--json", type=check.output_file, help="also write the figures as JSON")
     check.force_option(bench)

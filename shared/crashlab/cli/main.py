@@ -106,7 +106,8 @@ def _soak(args) -> int:
         raise UsageError("give an agent file or --reference LESSON (a lesson's reference agent), not both" if
                          args.agent else "give an agent file, or --reference LESSON for a lesson's reference agent")
     spec = args.reference[1] if args.reference else {}
-    fail = args.fail or spec.get("fail")  # a reference saga is soaked down the failure path its lesson gives it
+    # a reference saga is soaked down the failure path its lesson gives it, unless told otherwise (--fail none)
+    fail = None if args.fail == "none" else args.fail or spec.get("fail")
     launcher = args.launcher or spec.get("launcher", "warm")
     preload = tuple(dict.fromkeys([*spec.get("preload", ()), *args.preload]))
     needs = spec.get("needs") or []
@@ -131,7 +132,8 @@ def _soak(args) -> int:
             result = soak(agent, args.orders, resumers=args.resumers, kills=args.kills, kill_window=args.kill_window,
                           world_faults=args.world_faults, seconds=args.seconds, seed=args.seed, jobs=args.jobs,
                           timeout=args.timeout, max_rounds=args.max_rounds, launcher=launcher, preload=preload,
-                          needs=needs, progress=False if args.quiet else None, key_lease=args.key_lease, fail=fail)
+                          needs=needs, progress=False if args.quiet else None, key_lease=args.key_lease, fail=fail,
+                          may_undo=args.may_undo, env=dict(args.env))
     except (FileNotFoundError, ValueError, WorldError, LauncherError, TemporalServerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -214,7 +216,8 @@ def build_parser() -> Parser:
                        help=f"'all' or a comma-separated list of {check.CRASH_POINT_FORMS}")
     crash.add_argument("--order", type=check.order_id, default=ORDER_ID, help="order id (default %(default)s)")
     crash.add_argument("--expect", default="durable", choices=["durable", "no-repeats", "observe"])
-    crash.add_argument("--jobs", type=check.positive_int, default=2, help="rows run at once (default %(default)s)")
+    crash.add_argument("--jobs", type=check.jobs, default=2,
+                       help=f"rows run at once, at most {check.MAX_JOBS} (default %(default)s)")
     crash.add_argument("--timeout", type=check.positive_seconds, default=60,
                        help="seconds before a run counts as hung (default %(default)s)")
     crash.add_argument("--resumers", type=check.resumer_count, default=1,
@@ -246,8 +249,9 @@ def build_parser() -> Parser:
     soak.add_argument("--reference", type=_reference, metavar="LESSON[:AGENT]",
                       help="instead of a file, a lesson's reference agent from its master notebook (02, 03, 04, 05: "
                            "the durable one; 02:uuid_agent.py names another), with the modules and servers it needs")
-    soak.add_argument("--orders", type=check.positive_int, default=None,
-                      help="orders to run, ORD-SOAK-0001 on (default 20, or no limit with --seconds)")
+    soak.add_argument("--orders", type=check.soak_orders, default=None,
+                      help="orders to run, ORD-SOAK-0001 on, at most 9999 (default 20; with --seconds, as many as "
+                           "start in that time, up to 9999)")
     soak.add_argument("--seconds", type=check.positive_seconds, default=None,
                       help="stop starting new orders after this many seconds")
     soak.add_argument("--resumers", type=_resumer_range, default=(2, 3), metavar="A..B",
@@ -261,9 +265,12 @@ def build_parser() -> Parser:
     soak.add_argument("--world-faults", type=_world_faults, default=[], metavar="FAULTS",
                       help="comma-separated: world-kill (SIGKILL the world's server, restart it on its state), "
                            "outage:SECONDS (stop it that long, then restart it on its state), flaky:SECONDS (for that "
-                           "long every service answers 503 and the model 529, doing nothing)")
+                           "long every service answers 503 and the model 529, doing nothing); each at a random "
+                           "moment, or with @TOOL as soon as the order it falls to has TOOL's effect "
+                           "(outage:200@charge_card). A process running when a fault begins is not killed after")
     soak.add_argument("--seed", type=check.non_negative_int, default=None, help="for a soak you can run again")
-    soak.add_argument("--jobs", type=check.positive_int, default=2, help="orders run at once (default %(default)s)")
+    soak.add_argument("--jobs", type=check.jobs, default=2,
+                      help=f"orders run at once, at most {check.MAX_JOBS} (default %(default)s)")
     soak.add_argument("--timeout", type=check.positive_seconds, default=60,
                       help="seconds before a process counts as hung, not counting the time the world is killed, down "
                            "or flaky (default %(default)s)")
@@ -280,9 +287,16 @@ def build_parser() -> Parser:
     soak.add_argument("--needs", choices=NEEDS, action="append", default=[],
                       help="a server the agent needs besides the world, started for the soak (temporal: the "
                            "Temporal dev server; restate: a Restate server; repeatable)")
-    soak.add_argument("--fail", type=check.failure, metavar="STEP",
+    soak.add_argument("--fail", type=check.failure_or_none, metavar="STEP",
                       help="soak the failure path: STEP fails for good for every order (reserve_item, card_declined"
-                           "...), and each order must end cleanly undone (default: the --reference agent's own, if any)")
+                           "...), and each order must end cleanly undone (default: the --reference agent's own, if any;"
+                           " none: the order's own path, for a reference saga)")
+    soak.add_argument("--env", type=check.env_setting, action="append", default=[], metavar="NAME=VALUE",
+                      help="a variable for every agent process, such as a retry budget scaled down "
+                           "(SAGA_PATIENCE_S=3); repeatable")
+    soak.add_argument("--may-undo", action="store_true",
+                      help="an order may end cleanly undone instead of finished (counted apart): a saga whose do "
+                           "steps give up after a time, soaked with faults longer than that")
     soak.add_argument("--json", type=check.output_file, help="also write the figures as JSON to this file")
     check.force_option(soak)
     soak.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -301,9 +315,9 @@ def build_parser() -> Parser:
                                  "(options: crashlab bench --help)")
 
     demo = sub.add_parser("demo", help="the course's main job: reference agents through the crash matrix")
-    demo.add_argument("--jobs", type=check.positive_int, default=2,
+    demo.add_argument("--jobs", type=check.jobs, default=2,
                       help="rows of one matrix run at once (default %(default)s)")
-    demo.add_argument("--parallel", type=check.positive_int, default=2,
+    demo.add_argument("--parallel", type=check.jobs, default=2,
                       help="matrices run at once, the longest first (default %(default)s; 1: one after another)")
     demo.add_argument("--json", type=check.output_file, help="also write the matrices as JSON to this file")
     check.force_option(demo)

@@ -28,7 +28,8 @@ class MatrixCheck(TypedDict, total=False):
     preload: list[str]              # modules the warm launcher imports before it forks the agents
     launcher: str                   # "warm" (the default) or "cold"
     env: dict[str, str]             # variables for the agents
-    on_reference_answers: list[str]  # answer cells taken from the reference when the student's are wrong
+    on_reference_answers: bool | list[str]  # the master's answers (of reference_answers) the agent runs on
+                                    # instead of the student's: those named, or true for every one
 
 
 class DemoAgent(TypedDict, total=False):

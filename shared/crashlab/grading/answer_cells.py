@@ -140,4 +140,7 @@ def why_undefined(exc: BaseException, unbound: dict, explain) -> str | None:
         return f"the {cell_name(gid)} does not define {exc.name!r}"
     if isinstance(error, SyntaxError):  # the mistake is the syntax: say it first, the missing name after
         return f"a syntax error: {explain(error)}; so the {cell_name(gid)} did not run and {exc.name!r} is not defined"
-    return f"the {cell_name(gid)} did not run, so {exc.name!r} is not defined: {explain(error)}"
+    words = explain(error)
+    if words.startswith("not answered yet"):  # the placeholder: the cause first, as everywhere else
+        return f"{words}; so the {cell_name(gid)} did not run and {exc.name!r} is not defined"
+    return f"the {cell_name(gid)} did not run, so {exc.name!r} is not defined: {words}"

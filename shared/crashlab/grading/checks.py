@@ -3,8 +3,11 @@ ledgers."""
 
 from __future__ import annotations
 
+import ast
 import json
+import os
 import re
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +17,7 @@ from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.grading.answer_cells import write_answer_modules
 from crashlab.grading.isolation import Deadline, Isolation
 from crashlab.grading.references import copy_on_answers, lesson_references, reference_workspace
-from crashlab.course.notebooks import grade_id, is_test_cell, nbgrader_meta, written_files
+from crashlab.course.notebooks import exercise_of, grade_id, is_answer_cell, is_test_cell, nbgrader_meta, written_files
 from crashlab.grading.report import TestResult
 from crashlab.course.metadata import lesson_meta
 from crashlab.plumbing.process_tree import die_with_parent
@@ -161,9 +164,108 @@ def without_agent_words(problem: str) -> str:
     world saw come back. The parentheses the line opened before those words are closed again, once each."""
     def hidden(found: re.Match) -> str:
         before = problem[:found.start()] + found.group(1)
-        return found.group(1) + "its output is not shown for runs on the reference answers" + \
+        return found.group(1) + "its output is not shown: this check runs your file with the course's answers to " \
+            "the other exercises" + \
             ")" * max(0, before.count("(") - before.count(")"))
     return _AGENT_WORDS.sub(hidden, problem)
+
+
+def references_for(check: dict, references: dict | None) -> dict:
+    """The master's answers a matrix check runs its agent on: those its ``on_reference_answers`` names (``true``:
+    every one the lesson lends), so that each exercise's matrix depends on that exercise's answer alone."""
+    wanted = check.get("on_reference_answers")
+    if not wanted or not references:
+        return {}
+    if wanted is True:
+        return dict(references)
+    unknown = [gid for gid in wanted if gid not in references]
+    if unknown:
+        raise ValueError(f"{check['name']}: on_reference_answers names {unknown}, which the lesson's "
+                         "reference_answers does not lend")
+    return {gid: references[gid] for gid in wanted}
+
+
+def _imported_names(node: ast.AST) -> list[str]:
+    """The modules one node imports: ``import x``, ``from x import y``, and a name given to
+    ``importlib.import_module`` (a default included: ``import_module(os.environ.get("M", "restate_order"))``)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom):
+        return [node.module] if node.module and not node.level else []
+    if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module":
+        return [n.value for arg in node.args for n in ast.walk(arg) if isinstance(n, ast.Constant)
+                and isinstance(n.value, str)]
+    return []
+
+
+def own_text(path: Path, most: int = 1 << 22) -> str | None:
+    """A student's file as text, read without following a symbolic link (the grader reads it as root), or None
+    when it is missing, not a regular file, or not text."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        try:
+            return f.read(most).decode()
+        except UnicodeDecodeError:
+            return None
+
+
+def local_imports(agent: Path) -> list[Path]:
+    """The agent file and every file of its folder it imports, directly or not (its own modules)."""
+    seen, todo = [], [agent]
+    while todo:
+        path = todo.pop()
+        text = None if path in seen else own_text(path)
+        if text is None:
+            continue
+        seen.append(path)
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            todo += [agent.parent / f"{name.split('.')[0]}.py" for name in _imported_names(node) if name]
+    return seen
+
+
+def placeholders(paths) -> list[str]:
+    """Which of these files still hold the student notebook's placeholder, in words: ``keys.py line 6 still has
+    the placeholder ...``."""
+    from crashlab.lessons.notebook import placeholder_line, placeholder_words
+
+    found = []
+    for path in paths:
+        line = placeholder_line(own_text(path) or "")
+        if line is not None:
+            found.append(placeholder_words(path.name, line))
+    return found
+
+
+def unanswered(agent: Path) -> list[str]:
+    """Where the agent's own files (those it imports from its folder) still hold the placeholder."""
+    return placeholders(local_imports(agent))
+
+
+def name_unanswered(tests: list[TestResult], master, workdir: Path) -> None:
+    """Put first in a failed check's feedback that its exercise is not answered yet, where its answer files still
+    hold their placeholder (and those of earlier exercises, where its words show it ran into one): the one fact
+    that explains what the check saw. A check that says so already, or passed, is left as it is."""
+    files = {cell.source.split()[1]: exercise_of(grade_id(cell)) for cell in master.cells
+             if is_answer_cell(cell) and cell.source.startswith("%%writefile ") and len(cell.source.split()) > 1}
+    for test in tests:
+        exercise = exercise_of(test.name)
+        if test.score >= test.max_score or exercise is None or test.output.startswith("not answered yet"):
+            continue
+        ran_into = "NotImplementedError" in test.output
+        mine = [workdir / name for name, ex in files.items()
+                if ex == exercise or (ex is not None and ex < exercise and ran_into)]
+        found = placeholders(mine)
+        if found:
+            test.output = f"not answered yet: {'; '.join(found)}. What the check saw: {test.output}"
 
 
 def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict | None = None,
@@ -184,11 +286,11 @@ def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict 
     if not agent.is_file() or agent.is_symlink():
         return TestResult(name, 0.0, max_score, f"the notebook did not write {check['agent']}, so there is no agent "
                                                 f"to crash-test", "matrix")
-    if check.get("on_reference_answers") and references:
-        # in a workspace of the reference user's, as that user: see crashlab.grading.references
+    lent = references_for(check, references)
+    if lent:  # in a workspace of the reference user's, as that user: see crashlab.grading.references
         with reference_workspace(workdir) as folder:
-            return _matrix_result(check, copy_on_answers(folder / check["agent"], references), needs, deadline,
-                                  progress, on_references=True)
+            return _matrix_result(check, copy_on_answers(folder / check["agent"], lent), needs, deadline, progress,
+                                  on_references=True)
     return _matrix_result(check, agent, needs, deadline, progress, on_references=False)
 
 
@@ -218,6 +320,10 @@ def _matrix_result(check: dict, agent: Path, needs, deadline: float | None, prog
         output = (f"not clean{asks}{expected}: {run - ok_rows} of the {run} crash points run failed"
                   + (f", and the other {matrix.not_run} were not run" if matrix.not_run else "")
                   + "; any failing crash point scores 0 for this check")
+        found = unanswered(agent)
+        if found:  # the cause first: the rows below only show what an unanswered exercise does
+            runs = "" if all(words.startswith(f"{agent.name} ") for words in found) else f", and {agent.name} runs it"
+            output = f"not answered yet: {'; '.join(found)}{runs}, so the crash matrix could not pass. The matrix: {output}"
     problems = matrix.problems()
     if on_references:
         problems = [without_agent_words(p) for p in problems]

@@ -2,9 +2,17 @@
 
 Each lesson is graded once (``crashlab grade ... --json``) in a setup step; then every exercise is a
 ``autograding-command-grader`` step whose command only reads that lesson's results
-(``crashlab result FILE --test NAME``), so a notebook runs once however many exercises it has. Results
-files are deleted before grading, and each carries the run's id (``CRASHLAB_RUN_ID``): a committed,
-stale, missing or unparsable results file scores 0.
+(``crashlab result FILE --test NAME --run-id ID``), so a notebook runs once however many exercises it has.
+Results files are deleted before grading, and each carries the run's id (``CRASHLAB_RUN_ID``, set on the
+grading step): a committed, stale, missing or unparsable results file scores 0. The command-grader runs its
+command with only ``PATH``, ``HOME`` and three variables of its own (its ``src/main.js``), so the run's id
+reaches ``crashlab result`` in the command's own words, never through the step's environment.
+
+The grading reporter (``autograding-grading-reporter@v1``, its ``src/main.js``) reads each runner's result
+from ``process.env[runner.trim().toUpperCase() + "_RESULTS"]`` and, when anything fails, accepts only a
+``runners`` list of letters and digits (``/^([a-zA-Z0-9]+,)*[a-zA-Z0-9]+$/``) before saying what failed. So
+each step's id is letters and digits only (:func:`step_id`), and its result is passed to the reporter under
+that id upper-cased, plus ``_RESULTS``.
 
 Two ways to get the masters: this repository's own ``solutions/`` (a self-paced copy, where they are there
 on purpose), or -- in a graded class's student release (:mod:`crashlab.release.student`), which has none --
@@ -51,6 +59,9 @@ def masters_of(solutions: Path, lessons: list[str] | None = None) -> list[Path]:
     return [m for m in masters if lesson_of(nbformat.read(m, as_version=4)) in lessons]
 
 
+# This run of the workflow (a re-run is a new attempt): the grading writes it into each results file, and each
+# result step's command names it, so that only this run's results count.
+RUN_ID = "${{ github.run_id }}-${{ github.run_attempt }}"
 BUNDLE_DIR = ".grader"  # where the release's workflow unpacks the grading bundle (git-ignored)
 BUNDLE_SECRETS = ("CRASHLAB_BUNDLE_URL", "CRASHLAB_BUNDLE_KEY", "CRASHLAB_GRADER_REPO", "CRASHLAB_GRADER_TOKEN")
 
@@ -61,7 +72,7 @@ def _grade_step(masters: list[Path], bundle: bool) -> list[str]:
     if bundle:
         return ["      - name: Fetch the private grading bundle, set it up, grade every notebook once",
                 "        env:",
-                "          CRASHLAB_RUN_ID: ${{ github.run_id }}-${{ github.run_attempt }}",
+                f"          CRASHLAB_RUN_ID: {RUN_ID}",
                 *[f"          {name}: ${{{{ secrets.{name} }}}}" for name in BUNDLE_SECRETS],
                 "        run: |",
                 "          rm -f results-*.json  # a committed or stale results file never counts",
@@ -69,7 +80,7 @@ def _grade_step(masters: list[Path], bundle: bool) -> list[str]:
                 f"          bash .github/classroom/grade.sh grade {BUNDLE_DIR} {' '.join(stems)}"]
     return ["      - name: Set up the course and grade every notebook once",
             "        env:",
-            "          CRASHLAB_RUN_ID: ${{ github.run_id }}-${{ github.run_attempt }}",
+            f"          CRASHLAB_RUN_ID: {RUN_ID}",
             "        run: |",
             "          make setup",
             "          rm -f results-*.json  # a committed or stale results file never counts",
@@ -114,27 +125,31 @@ def workflow(solutions: Path | None = None, bundle: bool = False, lessons: list[
     ids = []
     for master in masters:
         for name, points in exercises(master):
-            step_id = f"lesson{master.stem[:2]}-{name}".replace("_", "-")
-            ids.append(step_id)
+            ids.append(step_id(master.stem, name))
             lines += [
                 f"      - name: {master.stem} {name}",
-                f"        id: {step_id}",
+                f"        id: {ids[-1]}",
                 "        uses: classroom-resources/autograding-command-grader@v1",
-                "        env:",
-                "          CRASHLAB_RUN_ID: ${{ github.run_id }}-${{ github.run_attempt }}",
                 "        with:",
                 f"          test-name: {json.dumps(f'{master.stem} {name}')}",
-                f"          command: {crashlab} result results-{master.stem}.json --test {name}",
+                f"          command: {crashlab} result results-{master.stem}.json --test {name} --run-id {RUN_ID}",
                 "          timeout: 5",
                 f"          max-score: {points}",
             ]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"two exercises would share a step id: {sorted(i for i in ids if ids.count(i) > 1)}")
     lines += [
         "      - name: Autograding reporter",
         "        uses: classroom-resources/autograding-grading-reporter@v1",
         "        env:",
+        *[f"          {runner.upper()}_RESULTS: \"${{{{steps.{runner}.outputs.result}}}}\"" for runner in ids],
+        "        with:",
+        "          runners: " + ",".join(ids),
     ]
-    for step_id in ids:
-        env = step_id.upper().replace("-", "_") + "_RESULTS"
-        lines.append(f"          {env}: \"${{{{steps.{step_id}.outputs.result}}}}\"")
-    lines += ["        with:", "          runners: " + ",".join(ids)]
     return "\n".join(lines) + "\n"
+
+
+def step_id(stem: str, name: str) -> str:
+    """The step id of one exercise's command-grader step, letters and digits only (see the module's docstring):
+    ``02_idempotent_tools``, ``ex1_keys_checks`` -> ``lesson02ex1keyschecks``."""
+    return "lesson" + "".join(ch for ch in f"{stem[:2]}{name}" if ch.isascii() and ch.isalnum())

@@ -25,7 +25,7 @@ from typing import Callable
 import nbformat
 
 from crashlab.answers import answer_files
-from crashlab.grading.checks import judge_checks, score_matrix_check
+from crashlab.grading.checks import judge_checks, name_unanswered, score_matrix_check
 from crashlab.grading.references import lesson_references
 from crashlab.grading.syntax import answer_file_syntax_errors, name_syntax_errors
 from crashlab.grading.isolation import Deadline, Isolation, keep_only_what_the_submission_writes, run_submission
@@ -195,6 +195,7 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
                 say(f"  {check['name']}: {report.tests[-1].score:g}/{report.tests[-1].max_score:g}")
         if not report.tests:
             raise GradingError(f"{master_path.name} has no graded cells")
+        name_unanswered(report.tests, master, workdir)
         name_syntax_errors(report.tests, answer_file_syntax_errors(nb))
         folders = {str(workdir): "", str(isolation.scratch): "(the grader's scratch folder)/",
                    str(isolation.private): "(the grader's folder)/", str(isolation.refs): "(the grader's folder)/",

@@ -79,9 +79,12 @@ def grade_submission(submission: Path, solutions: Path, deadline: float = 900.0)
             output.append(f"{master.name}: {why}")
             continue
         tests += [{**test.as_dict(), "name": f"{master.stem} {test.name}"} for test in report.tests]
-        isolated = "isolated" if report.isolated else "NOT isolated (the grader was not root)"
-        output.append(f"{master.name}: {report.score:g}/{report.max_score:g} in {report.seconds:.0f} s, {isolated}"
+        output.append(f"{master.name}: {report.score:g}/{report.max_score:g} (graded in {report.seconds:.0f} s)"
                       + "".join(f"\n  - {note}" for note in report.notes))
+        # For the instructor, in the autograder's log (its stdout, hidden from students): how the code ran.
+        print(f"{master.name}: " + ("isolated (student code ran as a sandbox user)" if report.isolated else
+                                    "NOT isolated: the autograder did not run as root, so student code ran as the "
+                                    "grader and could read the masters"), flush=True)
     return {"score": round(sum(t["score"] for t in tests), 2), "execution_time": round(time.time() - started, 1),
             "output": "\n".join(output), "stdout_visibility": "hidden", "tests": tests}
 

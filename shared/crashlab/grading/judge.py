@@ -85,6 +85,8 @@ def feedback(exc: BaseException, source: str) -> str:
     if isinstance(exc, KeyError) and len(exc.args) == 1:
         message = f"no key {exc.args[0]!r}"  # str(KeyError) is the key's bare repr
     if isinstance(exc, AssertionError):
+        if message.startswith("not answered yet"):  # the cause first, as for a placeholder raised in the check
+            return f"{message}{in_check}"
         if message:
             return f"check failed{about}: {message}"
         if not hidden:

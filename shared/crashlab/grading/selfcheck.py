@@ -20,7 +20,6 @@ to the exercises an agent builds on. Passing the self-check is necessary, not su
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import os
 import re
@@ -31,7 +30,7 @@ import nbformat
 
 from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.grading.build import SKIP_WHEN_GRADING_TAG, USES_ANSWERS_TAG
-from crashlab.grading.checks import score_matrix_check
+from crashlab.grading.checks import score_matrix_check, unanswered
 from crashlab.grading.grade import read_submission
 from crashlab.grading.isolation import Deadline, Isolation, run_submission
 from crashlab.course.notebooks import exercise_of, grade_id, is_answer_cell, is_test_cell, lesson_of, nbgrader_meta, repo_root
@@ -57,6 +56,23 @@ def unreleased_answers(nb) -> list[str]:
     return sorted(missing)
 
 
+def own_lessons_not_ready(nb) -> list[str]:
+    """In a class's release, the earlier lessons whose own files (the learner's) this lesson's agents run, and why
+    they cannot run yet (:func:`not_ready` of the release's ``crashlab.answers.lessonNN``)."""
+    import importlib
+
+    notes = []
+    for lesson in sorted(set(ANSWERS_IMPORT.findall("\n".join(cell.source for cell in nb.cells)))):
+        if importlib.util.find_spec(f"crashlab.answers.lesson{lesson}") is None:
+            continue
+        not_ready = getattr(importlib.import_module(f"crashlab.answers.lesson{lesson}"), "not_ready", None)
+        problem = not_ready() if callable(not_ready) else None
+        if problem:
+            notes.append(f"this lesson's agents run your own lesson {lesson} files, and {problem}: what runs them "
+                         "cannot pass")
+    return notes
+
+
 def answer_problems(nb, exercise: int, workdir: Path) -> list[str]:
     """What is missing in the answers of ``exercise``: a written file or an answer cell still holding the
     placeholder the student notebook put there."""
@@ -73,25 +89,6 @@ def answer_problems(nb, exercise: int, workdir: Path) -> list[str]:
             problems.append(f"the answer cell `{cell.source.strip().splitlines()[0][:60]}` still has the placeholder "
                             "`raise NotImplementedError()`")
     return problems
-
-
-def local_imports(agent: Path) -> list[Path]:
-    """The agent file and every file of its folder it imports, directly or not (its own modules)."""
-    seen, todo = [], [agent]
-    while todo:
-        path = todo.pop()
-        if path in seen or not path.is_file():
-            continue
-        seen.append(path)
-        try:
-            tree = ast.parse(path.read_text())
-        except (SyntaxError, ValueError, OSError):
-            continue
-        for node in ast.walk(tree):
-            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
-                     else [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
-            todo += [agent.parent / f"{name.split('.')[0]}.py" for name in names]
-    return seen
 
 
 def visible_check_result(cell, nb, workdir: Path) -> TestResult:
@@ -115,7 +112,7 @@ def visible_check_result(cell, nb, workdir: Path) -> TestResult:
 def matrix_result(check: dict, workdir: Path, needs: Needs, deadline: Deadline) -> TestResult:
     name, points = check["name"], float(check["points"])
     agent = workdir / check["agent"]
-    missing = [problem for path in local_imports(agent) if (problem := unwritten(path))]
+    missing = unanswered(agent)
     if not agent.is_file():
         return TestResult(name, 0.0, points, f"the notebook did not write {check['agent']}: no agent to crash-test",
                           "matrix")
@@ -145,6 +142,7 @@ def self_check(path: str | Path, *, cell_timeout: int = 120, deadline: float = 9
     if missing:
         report.notes.append(f"this lesson builds on the answers of lesson {', '.join(missing)}, which your copy of the "
                             "course does not have yet (your instructor releases them): what runs them cannot pass")
+    report.notes += own_lessons_not_ready(nb)
     limit = Deadline(deadline)
     workdir = make_scratch("crashlab-check-")
     isolation = None

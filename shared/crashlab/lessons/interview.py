@@ -6,6 +6,10 @@ because anything a notebook can import that tells right from wrong lets it try e
 "right". Their key is the master's answer cell, which only the grader's judge is handed. The practice
 questions (:data:`PRACTICE`, one per lesson) are not graded, and keep a salted hash of their letter, so a
 learner can check them (:func:`check`) without the key being printed in plain sight.
+
+:meth:`Question.reveal` shows a question's strong answer and its follow-up: a practice question's at any time, a
+graded question's only once the learner has given a letter for it, so that reading the bank top to bottom does not
+hand out the self-check's answers before they are given.
 """
 
 from __future__ import annotations
@@ -29,8 +33,26 @@ class Question:
         options = "\n".join(f"  {letter}) {text}" for letter, text in zip("ABCD", self.choices))
         return f"[{self.qid}, lesson {self.lesson}] {self.question}\n{options}"
 
-    def reveal(self) -> str:
-        return (f"[{self.qid}] {self.question}\n  weak:   {self.weak}\n  strong: {self.strong}\n"
+    @property
+    def graded(self) -> bool:
+        return self.answer_hash is None
+
+    def reveal(self, answer: str | None = None) -> str:
+        """The weak and the strong answer and the follow-up. A graded question shows them only once ``answer`` is
+        one of its letters (the learner's own, given first: ``q.reveal("B")``); a practice question shows them
+        either way, and says whether ``answer`` is its strong one when given."""
+        letters = "ABCD"[:len(self.choices)]
+        letter = answer.strip().upper() if isinstance(answer, str) else None
+        if letter is not None and letter not in letters:
+            return f"[{self.qid}] {answer!r} is not one of its letters ({', '.join(letters)})"
+        if self.graded and letter is None:
+            return (f"[{self.qid}] graded: answer it first, then reveal with your letter "
+                    f"(question.reveal(\"A\"), one of {', '.join(letters)})")
+        said = f"  you:    {letter}) {self.choices[letters.index(letter)]}\n" if letter else ""
+        if letter and not self.graded:
+            right = _hash(self.qid, letter) == self.answer_hash
+            said += f"          ({'the strong answer' if right else 'not the strong answer'})\n"
+        return (f"[{self.qid}] {self.question}\n{said}  weak:   {self.weak}\n  strong: {self.strong}\n"
                 f"  expect: {self.follow_up}")
 
 
@@ -52,39 +74,39 @@ BANK: tuple[Question, ...] = (
        "After a crash the run resumes the conversation where it was: finished steps are not redone and recorded "
        "model answers are not paid for again, because progress lives outside the process.",
        "Where exactly does the state live, and what happens to a step that was running when the process died?",
-       ["Retrying the whole run from the start whenever it fails",
-        "Resuming at the last recorded step, reusing recorded results",
-        "Saving the chat history so the model can be asked where it left off"], "B"),
+       ["Retrying the whole run from the start when a step fails",
+        "Resuming at the last recorded step with its results",
+        "Saving the chat history so the model can say where it left off"], "B"),
     _q("q02", "1", "Your agent logs each step after its tool returns. Where can a crash still cause a duplicate?",
        "Nowhere, the log records every step.",
        "Between the tool's effect committing and the log line being written: the resume has no record of the step, "
        "asks again, and repeats the effect. Logging earlier moves the window, it cannot close it.",
        "How would you close that window? (Idempotency at the tool or the service.)",
-       ["Between the effect and the log write", "Nowhere, as long as the log is fsynced after every line",
-        "Only when two workers run the same order at once"], GRADED),
+       ["A crash between the tool's effect and the log line that records it", "Nowhere, as long as the log is fsynced after every line",
+        "When two workers run the same order at once"], GRADED),
     _q("q03", "1", "Why log the model's decision before running the tool?",
        "So the log is more complete.",
        "So a crash between the decision and the effect does not cost the model call again: the resume finds the "
        "decided tool call in the log and runs it without asking. The only repeat left is an answer that died in flight.",
        "Which crash point still repeats a model call, and why can no engine avoid it?",
-       ["So the tool call is guaranteed to run exactly once, even after a crash",
-        "So the resume runs the logged decision instead of asking again",
-        "So the model sees its earlier decision in the prompt"], GRADED),
+       ["So the tool call runs exactly once, even after a crash",
+        "So the resume runs the logged decision instead of asking the model again",
+        "So the prompt shows what was decided earlier on"], GRADED),
     _q("q04", "1", "The last line of your JSONL log is half a record after a crash. What should the reader do?",
        "Skip lines that fail to parse.",
        "Drop only the unterminated tail: a record exists once its newline is durable. Damage to a complete line "
        "earlier in the file cannot come from a torn append, so it is an error that names the file and line.",
        "Why is silently skipping every unreadable line dangerous?",
-       ["Drop the torn last line, fail loudly on damage elsewhere", "Truncate the file at the first line that does not parse",
-        "Skip any line that does not parse"], GRADED),
+       ["Drop the torn last line, fail loudly on damage elsewhere", "Truncate the file at the first line that does not parse, then go on",
+        "Skip the lines that do not parse"], GRADED),
     _q("q05", "2", "How do you make sure an agent never charges a card twice across a crash?",
        "Check whether we already charged before charging.",
        "Send every charge with an idempotency key derived from the durable identity of the work (order or workflow "
        "id plus step), retry with the same key, and prove it by killing the process at every step and counting "
        "charges in the provider's ledger.",
        "What if the provider has no idempotency keys?",
-       ["Look the order up in our database and charge only if no charge is recorded", "A fresh uuid4() key per request",
-        "A key from the order/workflow id and the step, reused on every retry"], "C"),
+       ["Look the order up in our database and charge only if no charge is recorded", "A fresh uuid4() key per request, recorded in our database",
+        "A key from the order and the step, sent on every retry"], "C"),
     _q("q06", "2", "Why does a uuid4() idempotency key made at call time not protect you?",
        "It does, every request is unique.",
        "Because the resume or retry computes a new uuid, so the service sees a different key and treats the request "
@@ -92,8 +114,8 @@ BANK: tuple[Question, ...] = (
        "of the same step (a uuid made once and saved durably before the first attempt would do).",
        "Where would you compute and store the key so that it survives a crash?",
        ["uuid4 values can collide when many workers mint them at once",
-        "Every attempt gets a new key, so a retry looks like a new request",
-        "The provider keeps a key only a few seconds, so the retry finds none"], GRADED),
+        "Each attempt gets a new key, so a retry is a new request",
+        "The provider keeps a key for a few seconds, so a late retry finds it gone"], GRADED),
     _q("q07", "2", "A charge request timed out. Did the charge happen?",
        "No, it failed.",
        "Unknown: the service may have committed and lost the reply. Retry the same request with the same "
@@ -104,34 +126,35 @@ BANK: tuple[Question, ...] = (
        "(API v2 keeps keys 30 days and finishes the failed work on a retry. The course's world answers a 503 having "
        "done nothing, so a retry there is fresh: a fair contract, but not Stripe's v1.)",
        "Which errors are retryable and which are not? (No reply, 409 and 5xx versus a 400.)",
-       ["Unknown; retry with the same key, and after a 5xx look the charge up",
-        "No: a timeout means the provider rolled the charge back, so charge again",
-        "Unknown; retry with a new key, so a saved error is not replayed"], GRADED),
+       ["Unknown; send it again under the same key, and after a 5xx look the charge up",
+        "No: a timeout means it was rolled back, so retry with a new key",
+        "Unknown; retry with a new key, so a saved error is not sent back"], GRADED),
     _q("q08", "2", "Why should a provider reject the same key with different parameters?",
        "It should just replay the first response.",
        "A key reused for a different request is a bug; replaying would silently return the wrong charge, charging "
        "again would defeat the key. An error makes the bug loud.",
        "What parameters would you include in the request fingerprint?",
-       ["It should not: replaying the first response is always safe",
-        "Because replaying a different request's result would hide a bug",
-        "Because a key is good for one request; each retry needs a new key"], GRADED),
+       ["It should not: replaying the first response is safe",
+        "Replaying a different request's result would hide a bug",
+        "A key is good for one request; replaying it for another is a bug"], GRADED),
     _q("q09", "2", "Two workers resume the same order at once. What goes wrong with a read-check-write JSON ledger?",
        "Nothing, they both check the ledger first.",
        "Both read before either writes, both see no record, both act. The check and the write must be one atomic "
        "step: a UNIQUE key with INSERT ... ON CONFLICT DO NOTHING and a row-count check, or a lock per order.",
        "And what does the ledger do if its owner dies between the effect and recording it?",
-       ["Both may act, because check and write are separate steps", "Nothing, as long as each write is fsynced",
+       ["Both may act: check and write are separate steps", "Each write is fsynced, so both see the other's record",
         "Nothing, as long as the file is rewritten atomically with a rename"], GRADED),
     _q("q10", "3", "Is a LangGraph checkpointer the same as durable execution?",
        "Yes, it saves the state after each step.",
        "Checkpoints are written at node boundaries; a crash inside a node re-runs the node on resume. Wrap each side "
        "effect in a @task: its result is saved and read back on resume instead of re-running it. Tasks still leave a "
        "window: the effect lands, and the task's result is saved in the background while the next task already runs "
-       "(in every durability mode), so a crash then repeats the effect -- the effects keep idempotency keys.",
+       "(under async and sync alike; under exit nothing is saved until the run ends, so a crash repeats every task), "
+       "so a crash then repeats the effect -- the effects keep idempotency keys.",
        "What do the durability modes exit, async and sync change, and which one never loses a finished node?",
        ["Yes: with a checkpointer every line of a node is journaled as it runs",
-        "Yes, as long as the checkpointer is Postgres and durability is sync",
-        "No: a crash re-runs the node; tasks and keys cover its effects"], "C"),
+        "Yes, if the checkpointer is Postgres and durability is sync",
+        "No: a crash re-runs the node, and tasks and keys cover its effects"], "C"),
     _q("q11", "3", "You used InMemorySaver and the process restarted. What survives?",
        "The checkpoints.",
        "Nothing: in-memory checkpoints live in the process. Durability needs a persistent backend (SQLite, Postgres).",
@@ -147,9 +170,9 @@ BANK: tuple[Question, ...] = (
        "the step in the same transaction as your writes. A card charge at a provider is outside any transaction of "
        "yours, so it needs an idempotency key from the order (or workflow id) and the step.",
        "What happens to in-flight workflows when you deploy changed workflow code?",
-       ["At least once: an interrupted step runs again, so the charge needs a key",
-        "Yes: the step's checkpoint and the charge are written together, so it runs once",
-        "Yes, if it runs in a datasource transaction"], "A"),
+       ["At least once: an interrupted step always runs again, so the charge needs a key",
+        "Exactly once; the step's checkpoint and the charge commit together",
+        "Exactly once, if the step runs in a datasource transaction"], "A"),
     _q("q13", "5", "Why can't a Temporal workflow call the model, the clock or random directly?",
        "Because it is slow.",
        "Workflow code is replayed from the event history on recovery and must take the same path every time; "
@@ -170,8 +193,8 @@ BANK: tuple[Question, ...] = (
        "workflow task: the cost grows with the square of the turns.",
        "What do you trade away with short timeouts?",
        ["Turn off the workflow cache: it is the cause of the wait",
-        "The activity timeout and the sticky queue's timeout decide when work moves",
-        "The new worker must download and replay the history first, which takes seconds"], GRADED),
+        "The activity's timeout and the sticky queue's timeout decide when work moves",
+        "The new worker has to replay the history first, which takes seconds"], GRADED),
     _q("q15", "5", "How does an agent wait days for a human's approval without holding a process?",
        "A loop with sleep.",
        "A durable wait the engine records: a Temporal signal with workflow.wait_condition(timeout=...) (the timer is "
@@ -200,7 +223,7 @@ BANK: tuple[Question, ...] = (
        "engine's step is a small part of a call that takes seconds, and what the step buys is that a replay "
        "never re-burns tokens or repeats an effect, so every model call and effect is a step.",
        "When would you still pick the lightest engine?",
-       ["It dominates, so batch effects into one step",
+       ["It dominates the run, so batch several effects into one step",
         "Noise next to model calls of seconds: journal every call",
         "It adds up, so leave the model calls out of the journal to save it"], GRADED),
     _q("q18", "7", "The card is charged, then SKU-772 turns out to be out of stock for good. What should the agent do?",
@@ -215,7 +238,7 @@ BANK: tuple[Question, ...] = (
        "What does the audit of a cleanly undone order look like, and what is an inconsistent one?",
        ["Retry the reservation with backoff until it succeeds; stock usually comes back",
         "Tell the model it failed and let it decide what to undo",
-        "The code runs keyed, recorded undo steps in reverse order"], "C"),
+        "Run keyed, recorded undo steps in reverse order"], "C"),
     _q("q19", "7", "An order waits three days for approval; then the charge step is retried with the same key. Safe?",
        "Yes, the key makes it safe.",
        "Not necessarily: payment providers forget idempotency keys after a while (Stripe: at least 24 hours on API "
@@ -225,7 +248,7 @@ BANK: tuple[Question, ...] = (
        "Which of your keys outlive the provider's key lifetime, and how would the harness show it?",
        ["Yes: the same key returns the first charge, however late the retry",
         "No: make a fresh key after a day so the provider accepts it",
-        "Not past the key's lifetime: look the charge up at the provider first"], GRADED),
+        "Not past the key's lifetime: look the order up at the provider"], GRADED),
     _q("q20", "5", "A partitioned worker's activity timed out and was retried elsewhere, but the first attempt is "
                    "still running. What protects the customer?",
        "Temporal kills the old attempt.",
@@ -244,7 +267,7 @@ BANK: tuple[Question, ...] = (
        "its limits, rather than counting events yourself. Keys built from the run id change across continue-as-new: "
        "build them from the workflow id and the turn when the new run must deduplicate against the old one.",
        "Which state do you carry over, and what happens to a signal sent during the switch?",
-       ["Nothing: the history grows, but a replay reads only the newest events",
+       ["The history grows, but a replay reads just the newest events",
         "Give the worker a bigger cache",
         "Continue-as-new when suggested, keys built to survive it"], GRADED),
     _q("q22", "4", "You reorder two steps of the workflow while 200 orders are mid-flight. What happens?",
@@ -255,21 +278,22 @@ BANK: tuple[Question, ...] = (
        "workflow code), so drain the old version or use DBOS.patch; LangGraph resumes by node name, so a removed or "
        "renamed node strands the thread.",
        "How would you test the change against real histories before the deploy?",
-       ["In-flight runs pick up the new code safely at their next recorded step",
+       ["In-flight runs pick up the new code safely at their next step",
         "They replay against the new code and break unless it is versioned",
-        "Nothing, as long as the function and step names stay the same"], GRADED),
+        "They finish as before if the function and step names stay"], GRADED),
     _q("q23", "3", "The model answers with two tool_use blocks in one reply. What must a durable agent do?",
        "Run the first one.",
        "Answer every block: each runs as its own recorded step with its own key, and the next message carries a "
-       "tool_result for each. Key each by the order, the turn and the block's index. The tool_use id is fresh on "
-       "every model call, so it is a safe key only when the reply that holds it is durable before the effect; if "
-       "the reply can be lost, the resume asks again, gets new ids, and the key is new. Keying by tool name or turn "
-       "alone makes the second call return the first one's result. Or ask for one call per turn "
-       "(disable_parallel_tool_use).",
+       "tool_result for each. The tool_use id is fresh on every model call, so it is a safe part of the key only "
+       "when the reply that holds it is durable before the effect; if the reply can be lost, the resume asks again "
+       "and gets new ids -- and may get the blocks in another order, so a block's index is no safer than its id. "
+       "Then key by the order, the turn and the tool, with the call's place among that tool's calls when one tool "
+       "is asked for twice. A key from the turn alone gives two calls of one tool one key: the second gets the "
+       "first one's result. Or ask for one call per turn (disable_parallel_tool_use).",
        "What if one of the two calls fails permanently and the other succeeded?",
        ["Run the first block now; the model asks for the second next turn",
-        "Run both, keyed by the turn, and send back one combined result",
-        "Run each as its own recorded, keyed step; a tool_result for each"], GRADED),
+        "Run both under one key for the turn, with one combined result",
+        "Run each as its own recorded, keyed step, with a tool_result for each"], GRADED),
     _q("q24", "2", "After a crash in the after:model window the model is asked again and now wants to charge "
                    "$59.99, not $49.99, under the same order-and-step key. What happens?",
        "The key deduplicates it, so nothing.",
@@ -279,7 +303,7 @@ BANK: tuple[Question, ...] = (
        "this refusal as a 409 retries a bad request for ever. That loud error is the point: record the model's "
        "answer before acting so it is rarely asked again, and validate tool arguments against the order.",
        "Why is a model that answers differently the second time normal, and where else does it bite?",
-       ["A 409 conflict: retry later with the same key until it goes through",
+       ["A 409 conflict; retry later with the same key",
         "A 400 refusal: same key, other parameters; do not retry it",
         "The provider quietly replays the first charge"], GRADED),
     _q("q25", "1", "Your log calls fsync after every line. Does killing the process with SIGKILL test that?",
@@ -288,8 +312,8 @@ BANK: tuple[Question, ...] = (
        "the machine or the OS goes down (a power cut, a kernel panic); testing that needs a VM you cut off or a "
        "fault-injecting block device.",
        "What does a SIGKILL test prove, then, and what does it not?",
-       ["No: the page cache survives a killed process; fsync matters for a machine crash",
-        "Yes: without fsync the last line is always lost", "Yes, if the kill comes between write and fsync"], GRADED),
+       ["No: the page cache outlives the process",
+        "It does: without fsync the last line is lost", "It does, if the kill comes between write and fsync"], GRADED),
     _q("q26", "6", "Restate calls your service; a Temporal worker asks the server for work. Why does that matter "
                    "when the process dies?",
        "It does not: both retry.",
@@ -299,9 +323,9 @@ BANK: tuple[Question, ...] = (
        "picks the work up and nothing needs an address. Push suits serverless endpoints that sleep between calls; "
        "pull needs no inbound network path to the workers and scales by adding pollers.",
        "What does an invocation pinned to a deployment mean for a rolling deploy?",
-       ["Push: the server retries the endpoint; pull: any polling worker takes it",
+       ["Push: the server retries the endpoint; pull: any worker takes it",
         "Nothing: in both, the same process that died resumes its run when it restarts",
-        "Push is faster, so the endpoint needs no retry policy of its own"], "A"),
+        "Push is faster, so the endpoint needs no retry policy of its own at all"], "A"),
     _q("q27", "6", "Two resumers start the same order at the same moment. How does a Restate virtual object keep them "
                    "from both charging, and how is that different from a lock?",
        "It takes a database lock for the order.",
@@ -337,7 +361,7 @@ BANK: tuple[Question, ...] = (
        "orders go to the newest deployment. Keep the old deployment serving until its invocations drain; removing it "
        "early leaves them retrying against an address that is gone.",
        "How would you know when the old deployment can be removed?",
-       ["In-flight invocations move to the newest deployment and replay against the new code",
+       ["They move to the newest deployment; the new code replays them",
         "They fail with a nondeterminism error unless patched",
         "They stay on their own deployment, which must serve until they drain"], GRADED),
     _q("q30", "8", "Your agent runs on Pydantic AI's Temporal integration, so every tool call is an activity. What does "
@@ -350,29 +374,36 @@ BANK: tuple[Question, ...] = (
        "read what the integration records: DBOS's makes the model requests steps but not the function tools; "
        "Restate's journals tools only with auto_wrap_tools.",
        "Outside any engine, why is a key built on ctx.run_id no key at all?",
-       ["Model calls: each one is sent again after every crash",
-        "Repeated effects in the window after a tool's effect lands",
+       ["Model calls: each model call is sent again after a crash",
+        "An effect repeated before its record lands",
         "Nothing, as long as every tool is registered with the agent's toolset"], GRADED),
-    _q("q31", "8", "The model asks for the charge and the reservation in one reply, and the framework runs both at "
-                   "once. How do you key them?",
-       "By the order and the turn, as before.",
-       "Each block on its own: the run's durable identity, that block's tool_use id and the tool. The id is stable "
-       "because the engine records the model's reply before the tools run, so every replay hands each call the same "
-       "id. One key for the turn gives two different requests one key, and the provider refuses the second with a "
-       "400 (same key, other parameters). Know what the integration does with the calls: Pydantic AI on Temporal and "
-       "DBOS runs them concurrently; Restate's RestateAgent runs them in turn, in the reply's order, through a "
-       "turnstile.",
+    _q("q31", "8", "Your agent runs on an engine that records each model reply before any tool runs. The model asks "
+                   "for send_confirmation twice in one reply (two emails). How do you key the two calls?",
+       "By the order, the turn and the tool, as before.",
+       "Each call its own key: the run's durable identity, that block's tool_use id and the tool. The id is a stable "
+       "part because the engine recorded the reply before the tools ran, so every replay hands each call the same "
+       "id. A key from the order, the turn and the tool gives both emails one key: the email service answers the "
+       "second with the first one's record, and one email goes out where the model asked for two (two charges of "
+       "different amounts would get a 400 for the second: same key, other parameters). A charge and a reservation "
+       "never meet: the payment and the inventory services each keep their own keys. Where the reply is not durable before the tools run "
+       "(LangGraph's functional API saves task results in the background) the id is no key: use the turn, the tool "
+       "and the call's place among that tool's calls. And know what the integration does with the calls: Pydantic "
+       "AI on Temporal runs them concurrently; on DBOS run them one at a time (parallel_execution_mode="
+       "\"sequential\"), because DBOS numbers steps as they start and a replay can hand each call the other's "
+       "result; Restate's RestateAgent runs them in turn, in the reply's order, through a turnstile.",
        "What changes if the model's reply is not recorded before the tools run?",
-       ["One key per turn, shared by both calls, so a replay repeats neither",
-        "The order id and the tool's name alone",
-        "Each block on its own: run identity plus its tool_use id"], GRADED),
+       ["The order, the turn and the tool: one key for both calls",
+        "A fresh uuid4() for each call, made when it runs",
+        "The run's identity plus the block's own tool_use id and tool name"], GRADED),
     _q("q32", "8", "You must choose between Pydantic AI's Temporal and DBOS integrations and Restate's. What decides "
                    "it?",
        "Whichever has the most stars.",
        "What each records, what you can operate, and how it recovers. Temporal needs its server and workers that "
        "poll it; every model request and tool call is an activity, and a dead worker's activity waits out its "
-       "timeout (60 s by default: tune it). DBOS is a library on your own Postgres or SQLite, recovers on the next "
-       "launch, and leaves function tools out of its steps until you put them in. Restate pushes to your endpoint, "
+       "heartbeat timeout (30 s for a model request by default) or, for a tool, its whole start-to-close timeout "
+       "(60 s by default): tune both. DBOS is a library on your own Postgres or SQLite, recovers on the next "
+       "launch, leaves function tools out of its steps until you put them in, and should run one reply's tool calls "
+       "one at a time. Restate pushes to your endpoint, "
        "journals tools only with auto_wrap_tools and runs one reply's tool calls in turn. On all three the keys are "
        "yours: crash each under the harness before you choose.",
        "Which would you pick for an agent that waits two days for a human, and why?",

@@ -68,11 +68,18 @@ def unwritten(path: str | os.PathLike) -> str | None:
         text = path.read_text()
     except OSError:
         return f"{path.name} is not written yet"
+    line = placeholder_line(text)
+    return None if line is None else placeholder_words(path.name, line)
+
+
+def placeholder_line(text: str) -> int | None:
+    """The line of ``text`` that raises the student notebook's placeholder (as a traceback names it), or None."""
     found = PLACEHOLDER.search(text)
-    if found:
-        line = text.count("\n", 0, found.start()) + 1
-        return f"{path.name} line {line} still has the placeholder `raise NotImplementedError()`"
-    return None
+    return None if found is None else text.count("\n", 0, found.end()) + 1
+
+
+def placeholder_words(name: str, line: int) -> str:
+    return f"{name} line {line} still has the placeholder `raise NotImplementedError()`"
 
 
 def note_visible_checks(result) -> None:

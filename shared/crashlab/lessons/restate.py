@@ -98,7 +98,7 @@ def wait_for_status(admin_url: str, world, status: str, process=None, timeout: f
             return state
         if process is not None and not process.running():
             run = process.finish(5)
-            raise AssertionError(stopped_before(status, run.returncode, last_line(run.stderr)))
+            raise AssertionError(stopped_before(status, run.returncode, run.stderr))
         if time.monotonic() > deadline:
             raise TimeoutError(f"the order did not reach {status!r} within {timeout:.0f} s (state: {state})")
         time.sleep(0.2)

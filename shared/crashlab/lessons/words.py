@@ -2,29 +2,68 @@
 
 A check that ends ``assert cond, value`` hands the learner a bare repr (``{'error': 'NotImplementedError: '}``)
 and leaves them to guess what it should have been. :func:`expected_got` says both, bounded, and reads a value that
-is still the exercise's placeholder (its ``NotImplementedError``, raised or sent back in an ``{"error": ...}``
-reply) as what it is: an exercise not answered yet, not a wrong answer.
+is still the exercise's placeholder (its ``NotImplementedError``, raised, sent back in an ``{"error": ...}`` reply,
+or the last words of an agent process) as what it is: an exercise not answered yet, not a wrong answer -- said
+first, with the learner's file and line when the value tells them, and what the check expected after it.
 """
 
 from __future__ import annotations
 
-from crashlab.plumbing.tracebacks import cut_at_word
+import re
+
+from crashlab.plumbing.tracebacks import cut_at_word, failure_words
 
 STUB = "NotImplementedError"
 PLAIN = (str, bytes, dict, list, tuple, set, int, float, bool, type(None))
 WIDTH = 300  # what a value may take of one message: enough to read a reply, never a page of it
 
 
+def _process_words(got: object) -> str | None:
+    """An agent run's (``run_agent``'s ProcessRun, or anything with its ``stderr`` and ``returncode``) failure in
+    the learner's terms: ``exit code 1: NotImplementedError (keys.py, line 6)``; None for anything else."""
+    stderr, code = getattr(got, "stderr", None), getattr(got, "returncode", None)
+    if not isinstance(stderr, str) or not (code is None or isinstance(code, int)):
+        return None
+    return failure_words(stderr, code)
+
+
 def placeholder_raised(got: object) -> bool:
     """True when ``got`` says the learner's function still raises its placeholder's NotImplementedError: the
     exception itself, an ``{"error": "NotImplementedError..."}`` reply (at the top or in its ``value``), or a
-    process's last words naming it."""
+    process's last words (or the process run itself) naming it."""
     if isinstance(got, NotImplementedError):
         return True
     if isinstance(got, dict):
         error = got.get("error")
         return (isinstance(error, str) and STUB in error) or placeholder_raised(got.get("value"))
+    words = _process_words(got)
+    if words is not None:
+        return STUB in words
     return isinstance(got, str) and STUB in got
+
+
+_WHERE = re.compile(r"\(([\w.-]+\.py), line (\d+)\)")
+
+
+def where_raised(got: object) -> str:
+    """`` (keys.py, line 6)``: the learner's file and line that raised, when ``got`` tells (an exception from the
+    learner's process, a process run, words that name them); else the empty string."""
+    where = getattr(got, "__where__", "")
+    if isinstance(where, str) and where:
+        return f" ({where})"
+    text = _process_words(got)
+    if text is None and isinstance(got, dict):
+        text = str(got.get("error") or "")
+    if text is None:
+        text = got if isinstance(got, str) else ""
+    found = _WHERE.search(text)
+    return f" ({found.group(1)}, line {found.group(2)})" if found else ""
+
+
+def not_answered(what: str, got: object) -> str:
+    """The placeholder still raising, said first: ``not answered yet: your code still raises NotImplementedError
+    (keys.py, line 6), the placeholder's exception; the check expected ...``."""
+    return f"not answered yet: your code still raises {STUB}{where_raised(got)}, the placeholder's exception; {what}"
 
 
 def shown(got: object) -> str:
@@ -32,6 +71,8 @@ def shown(got: object) -> str:
     cut after a whole word when long."""
     if isinstance(got, BaseException):
         text = f"{type(got).__name__}: {got}" if str(got) else type(got).__name__
+    elif _process_words(got) is not None:  # an agent run: how it ended, not its whole output
+        text = str(_process_words(got))
     elif type(got) in PLAIN:
         text = repr(got)
     else:  # an object that says itself in words (an audit, a row's problems) is shown as it says itself
@@ -43,17 +84,18 @@ def expected_got(what: str, got: object) -> str:
     """``expected <what>, got <got>`` -- or, when ``got`` is the placeholder still raising, that the exercise is
     not answered yet."""
     if placeholder_raised(got):
-        return f"expected {what}, got {STUB} from the placeholder: the exercise is not answered yet"
+        return not_answered(f"the check expected {what}", got)
     return f"expected {what}, got {shown(got)}"
 
 
-def stopped_before(status: str, code: int | None, last_words: str) -> str:
+def stopped_before(status: str, code: int | None, stderr: str) -> str:
     """Why an agent that should have been waiting at ``status`` is not running: it finished the order without
-    waiting (exit code 0), its placeholder still raises, or its own last words."""
+    waiting (exit code 0), its placeholder still raises (said first), or how it failed (``stderr``: what it
+    printed there, read for its last words and the learner's line that raised)."""
     if code == 0:
         return (f"the agent finished (exit code 0) without the order ever reaching {status!r}: it must wait there "
                 "before the charge")
-    if placeholder_raised(last_words):
-        return (f"the agent stopped (exit code {code}) before the order reached {status!r}: {STUB} from the "
-                "placeholder: the exercise is not answered yet")
-    return f"the agent exited (code {code}) before the order reached {status!r}: {last_words}"
+    words = failure_words(stderr, code)
+    if placeholder_raised(words):
+        return not_answered(f"the agent stopped (exit code {code}) before the order reached {status!r}", words)
+    return f"the agent exited before the order reached {status!r}: {cut_at_word(words, WIDTH)}"

@@ -18,6 +18,20 @@ class PortTaken(RuntimeError):
     """A server could not bind a port it was given: another process took it first."""
 
 
+def port_number(text: str) -> int:
+    """An argparse ``type=`` for a server's ``--port``: a whole number from 0 (any free port) to 65535, or one line
+    saying what is wrong (a socket would raise OverflowError, a traceback, for 70000)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is between 1 and 65535 (0: any free one), got {text!r}")
+    return value
+
+
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     """Whether a server could listen on ``port`` now. The probe binds as the servers do, with SO_REUSEADDR: a
     port whose last server died seconds ago still has connections in TIME_WAIT, which would refuse a plain bind

@@ -8,6 +8,13 @@ a resume to finish -- so the demo runs two matrices at once (each with its own t
 first, with the servers they need started in the background as it begins, and every agent forked from a warm
 launcher that has imported its engine (:func:`engine_preload`). It prints the matrices in the lessons' order
 whatever order they finish in, and the same tables and summary as one at a time would.
+
+A machine loaded by other work can fail a reference agent that is right: an engine's timeout runs out on a step
+that was only slow, and the step (a model call) runs again. So a durable agent that fails while the machine is
+loaded (:data:`LOADED_PER_CPU`) is not called FAILED on that run: its failing crash points run again at the end,
+alone, one row at a time. Clean then, it held (and the demo says which points needed that); failing again on a
+machine still loaded, the demo says it could not judge the agent, and why; failing on a machine that is not
+loaded, it FAILED.
 """
 
 from __future__ import annotations
@@ -20,12 +27,14 @@ import textwrap
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 import nbformat
 
 from crashlab.course.notebooks import repo_root, written_files
-from crashlab.harness import MatrixOptions, crash_test
+from crashlab.harness import BASELINE, Matrix, MatrixOptions, crash_test
 from crashlab.crash_points import allowed_repeats
 from crashlab.plumbing.outputs import DEMO, OutputError, write_output
 from crashlab.plumbing.scratch import scratch_dir
@@ -78,7 +87,8 @@ def _expected_seconds(spec: dict) -> float:
 
 def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, solutions: Path | None = None,
                        verbose: bool = True, progress: bool = True, only_durable: bool = False,
-                       fail_points: str | list[str] = "all", parallel: int = 1):
+                       fail_points: str | list[str] = "all", parallel: int = 1,
+                       select: Callable[[str, dict], list[str] | None] | None = None):
     """Run every lesson's reference agents (taken from the masters) through the crash matrix, starting
     and stopping the servers they need. Yields ``(lesson, spec, matrix)`` in the masters' order.
 
@@ -86,7 +96,8 @@ def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, soluti
     servers any of them needs start in the background at once; with 1, one after another, as they are yielded.
 
     An agent whose spec names a step that fails for good (``"fail": "reserve_item"``: the compensation lesson's)
-    runs the failure path, at ``fail_points`` when ``points`` is a list (the do path's points are not all on it)."""
+    runs the failure path, at ``fail_points`` when ``points`` is a list (the do path's points are not all on it).
+    ``select(lesson, spec)``: the points to run for that agent, or None to leave it out (the demo's re-runs)."""
     from crashlab.engines.needs import Needs
 
     solutions = solutions or repo_root() / "solutions"
@@ -94,6 +105,8 @@ def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, soluti
     if not agents:
         raise FileNotFoundError(f"no reference agents found in {solutions}")
     agents = [(master, spec) for master, spec in agents if not (only_durable and spec.get("expect") == "observe")]
+    if select is not None:
+        agents = [(master, spec) for master, spec in agents if select(master.stem, spec) is not None]
     with scratch_dir("crashlab-demo-") as scratch, Needs(scratch / "servers") as needs:
         runs = []
         for master, spec in agents:  # every lesson's files first: two agents of one lesson share its folder
@@ -108,6 +121,8 @@ def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, soluti
             options = MatrixOptions.from_spec(spec)
             if points != "all":
                 options = options.but(points=fail_points if spec.get("fail") else points)
+            if select is not None:
+                options = options.but(points=select(master.stem, spec))
             options = options.but(jobs=jobs, preload=options.preload or engine_preload(spec["agent"], files))
             runs.append((master, spec, folder, options))
 
@@ -141,37 +156,114 @@ def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, soluti
                 stopping.set()  # and those running end now, rather than the pool's exit waiting minutes for them
 
 
+# A machine whose one-minute load average is this many times its CPUs is too busy to judge a timing-sensitive
+# agent on: the demo itself, two matrices of two rows at once, mostly waiting, stays well under it.
+LOADED_PER_CPU = 4.0
+
+
+class LoadWatch:
+    """The highest one-minute load average seen since :meth:`restart`, sampled every few seconds in a thread."""
+
+    def __init__(self, every: float = 3.0):
+        self.every, self.highest, self._stop = every, _load_average(), threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="demo-load", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.every):
+            self.highest = max(self.highest, _load_average())
+
+    def restart(self) -> None:
+        self.highest = _load_average()
+
+    @property
+    def loaded(self) -> bool:
+        return self.highest >= LOADED_PER_CPU * (os.cpu_count() or 1)
+
+    def words(self) -> str:
+        return f"load average up to {self.highest:.1f} on {os.cpu_count()} CPUs"
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def rerun_alone(failing: dict[tuple[str, str], list[str]], solutions: Path | None) -> dict[tuple[str, str], Matrix]:
+    """The failing crash points of each agent (by lesson and title) run again, one agent and one row at a time (the
+    run without a crash comes first, as in every matrix)."""
+    again = {}
+    for lesson, spec, matrix in reference_matrices(jobs=1, solutions=solutions, parallel=1, verbose=False,
+                                                   select=lambda stem, spec: failing.get((stem, spec["title"]))):
+        again[(lesson, spec["title"])] = matrix
+    return again
+
+
+def merged(first: Matrix, again: Matrix) -> Matrix:
+    """``first`` with the rows ``again`` ran replaced by its rows."""
+    rows = {row.point: row for row in again.rows}
+    return replace(first, rows=[rows.get(row.point, row) for row in first.rows], not_run=0)
+
+
 def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None = None,
              html_out: str | None = "crashlab-demo.html", force: bool = False, parallel: int = 2) -> int:
     started, load = time.time(), _load()
-    results, failed, sections, timelines = [], False, [], {}
+    results, sections, timelines, unjudged = [], [], {}, {}
+    watch = LoadWatch()
     # The page's timelines (a picture per row: minutes of matplotlib for the whole course) are drawn in another
     # process as each matrix comes back, while the rest still run.
     drawing = _drawing_pool() if html_out else None
+
+    def draw(section) -> None:
+        if drawing is not None:
+            from crashlab.report import timeline_images
+
+            timelines[id(section[1])] = drawing.submit(timeline_images, section[0], section[1])
     try:
         for lesson, spec, matrix in reference_matrices(jobs=jobs, solutions=solutions, parallel=parallel):
             print(fit(str(matrix)), flush=True)
-            failed |= spec.get("expect") != "observe" and not matrix.ok
             results.append({"lesson": lesson, "title": spec["title"], **matrix.as_dict()})
             sections.append((f"{lesson[:2]} {spec['title']}", matrix, lesson))
-            if drawing is not None:
-                from crashlab.report import timeline_images
-
-                timelines[id(matrix)] = drawing.submit(timeline_images, sections[-1][0], matrix)
+            draw(sections[-1])
+        failing = {(lesson, results[k]["title"]): [row.point for row in matrix.rows if not row.ok and row.point != BASELINE]
+                   for k, (_, matrix, lesson) in enumerate(sections) if matrix.expect != "observe" and not matrix.ok}
+        if failing and watch.loaded:
+            print(f"\n== the machine was loaded ({watch.words()}): the failing crash points of "
+                  f"{len(failing)} durable agent(s) run again, alone ==", flush=True)
+            first_load = watch.words()
+            watch.restart()
+            again = rerun_alone(failing, solutions)
+            for k, (label, matrix, lesson) in enumerate(sections):
+                rerun = again.get((lesson, results[k]["title"]))
+                if rerun is None:
+                    continue
+                print(fit(f"{label}, re-run alone:\n{rerun}"), flush=True)
+                both = merged(matrix, rerun)
+                points = failing[(lesson, results[k]["title"])] or [BASELINE]
+                note = (f"{', '.join(points)}: failed in the loaded run, {first_load}, and "
+                        + ("held" if both.ok else "failed again") + " when run again alone")
+                print(fit(f"{label}: {note}"), flush=True)
+                timelines.pop(id(matrix), None)
+                sections[k] = (f"{label} ({note})", both, lesson)
+                results[k] = {**results[k], **both.as_dict(), "rerun_alone": points}
+                draw(sections[k])
+                if not both.ok and watch.loaded:
+                    unjudged[id(both)] = (f"the machine was too loaded ({first_load}, then {watch.words()} for the "
+                                          "re-run): make the demo again on a quieter machine")
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
+        watch.stop()
         if drawing is not None:
             drawing.shutdown(wait=False, cancel_futures=sys.exc_info()[0] is not None)
-    print("\n" + terminal_summary(sections))
+    failed = any(m.expect != "observe" and not m.ok and id(m) not in unjudged for _, m, _ in sections)
+    print("\n" + terminal_summary(sections, unjudged=unjudged))
     if html_out:
         from crashlab.report import write_report
 
         drawn = {key: future.result() for key, future in timelines.items()}
         title = "Durable agents: every lesson under the crash harness"
         try:
-            print(f"wrote {write_report(html_out, sections, title, drawn, force=force)}")
+            print(f"wrote {write_report(html_out, sections, title, drawn, force=force, unjudged=unjudged)}")
         except OutputError as exc:  # it appeared while the demo ran
             print(f"error: {exc}", file=sys.stderr)
             return 1
@@ -185,7 +277,7 @@ def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None 
             print(f"error: {exc}", file=sys.stderr)
             return 1
         print(f"wrote {json_out}")
-    return 1 if failed else 0
+    return 1 if failed or unjudged else 0
 
 
 def _drawing_pool():
@@ -195,6 +287,13 @@ def _drawing_pool():
     from concurrent.futures import ProcessPoolExecutor
 
     return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+
+
+def _load_average() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:  # not every system has one: then never "loaded"
+        return 0.0
 
 
 def _load() -> str:
@@ -220,13 +319,15 @@ def fit(text: str, width: int = WIDTH) -> str:
     return "\n".join(out)
 
 
-def terminal_summary(sections, width: int = WIDTH) -> str:
+def terminal_summary(sections, width: int = WIDTH, unjudged: dict[int, str] | None = None) -> str:
     """The demo's closing summary, no line wider than ``width``: one line of totals per agent, under a
-    letter, then crash points down and those letters across (in blocks, if there are many agents).
-    ``sections``: ``(label, matrix)`` or ``(label, matrix, lesson)``, as for the HTML report; the counts
-    and verdicts are the report's (:func:`crashlab.report.tally`)."""
-    from crashlab.report import lesson_number, sections_with_lessons, tally, verdict
+    letter, then crash points down and those letters across (in blocks, if there are many agents), then the
+    headline the page leads with. ``sections``: ``(label, matrix)`` or ``(label, matrix, lesson)``, as for the
+    HTML report; the counts and verdicts are the report's (:func:`crashlab.report.tally`); ``unjudged``: by
+    ``id(matrix)``, why a failed matrix could not judge its agent."""
+    from crashlab.report import lead_text, lesson_number, sections_with_lessons, tally, verdict
 
+    unjudged = unjudged or {}
     rows = sections_with_lessons(sections)
     codes = [chr(ord("A") + k) if k < 26 else str(k + 1) for k in range(len(rows))]
     names = [Path(m.agent).name for _, m, _ in rows]
@@ -240,11 +341,12 @@ def terminal_summary(sections, width: int = WIDTH) -> str:
         name = name if len(name) <= name_w else name[:name_w - 1] + "~"
         line = (f"{code:<3}{lesson_number(lesson)[:3]:<4}{name:<{name_w}}  {t.expect:<10} "
                 f"{f'{t.reached}/{t.points}':>6} {t.duplicates:>4} {t.avoidable:>4} {t.unfinished:>4}  "
-                f"{verdict(matrix, short=True)}")
+                f"{verdict(matrix, short=True, unjudged=unjudged.get(id(matrix)))}")
         out.append(line[:width])
     out += [""] + fit("per crash point, cells dup/rep/unf (rep counts every repeat here): ! a real failure, "
                       "* the one expected repeat at after:model#N, - never reached", width).splitlines()
     out += _grid(codes, [m for _, m, _ in rows], width)
+    out += ["", *fit(lead_text(rows, unjudged) + ".", width).splitlines()]
     return "\n".join(out)
 
 

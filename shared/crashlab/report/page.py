@@ -76,9 +76,12 @@ def _at(t: Tally) -> str:
     return text
 
 
-def headline(matrix: Matrix) -> str:
-    """What happened, in one line: the counts a naive agent is there to show, or the durable claim held."""
+def headline(matrix: Matrix, unjudged: str | None = None) -> str:
+    """What happened, in one line: the counts a naive agent is there to show, or the durable claim held (or,
+    ``unjudged``: why the run could not tell)."""
     t = tally(matrix)
+    if unjudged and t.expect != "observe":
+        return f"could not judge ({t.expect}): {unjudged}"
     if t.expect == "observe":
         if t.bad:
             return f"{_facts(t)} {_at(t)} — what the naive version does"
@@ -91,9 +94,12 @@ def headline(matrix: Matrix) -> str:
             + (f"; {_plural(t.duplicates, 'duplicate effect')}, allowed here" if t.duplicates else ""))
 
 
-def verdict(matrix: Matrix, short: bool = False) -> str:
-    """The summary table's last column, in words (``short`` for the terminal)."""
+def verdict(matrix: Matrix, short: bool = False, unjudged: str | None = None) -> str:
+    """The summary table's last column, in words (``short`` for the terminal; ``unjudged``: the run could not tell,
+    and why)."""
     t = tally(matrix)
+    if unjudged and t.expect != "observe":
+        return "not judged: too loaded" if short else "could not judge: the machine was too loaded"
     if t.expect == "observe":
         if not t.bad:
             return "no failure showed"
@@ -141,7 +147,8 @@ table.summary th,table.summary td{padding:4px 6px;border-bottom:1px solid #ddd;t
 table.summary td.n{text-align:right;font-variant-numeric:tabular-nums} table.summary small{color:#555}
 table.summary b{font-weight:normal;white-space:nowrap} table.summary th{vertical-align:bottom}
 table.summary .n{width:4.5em}
-tr.fail td{background:#fde0dd} tr.observe td{background:#fff6e5}
+tr.fail td{background:#fde0dd} tr.observe td{background:#fff6e5} tr.unjudged td{background:#eceff4}
+h3.unjudged{color:#445}
 .key span{display:inline-block;margin:0 16px 4px 0;white-space:nowrap}
 .key i{display:inline-block;width:18px;height:18px;vertical-align:-3px;margin-right:6px;border:1px solid #999}
 img.heatmap{display:block;max-width:100%;height:auto;margin:8px 0}
@@ -161,12 +168,35 @@ def _png(fig, **kwargs) -> tuple[str, int, int]:
     return base64.b64encode(data).decode(), width, height
 
 
-def _kind(matrix: Matrix) -> str:
-    """The CSS class of an agent's row and heading: a naive agent (observed), a claim that held, a failure."""
-    return "observe" if matrix.expect == "observe" else "ok" if matrix.ok else "fail"
+def _kind(matrix: Matrix, unjudged: Mapping[int, str] | None = None) -> str:
+    """The CSS class of an agent's row and heading: a naive agent (observed), a claim that held, one the run could
+    not judge, a failure."""
+    if matrix.expect == "observe":
+        return "observe"
+    return "ok" if matrix.ok else "unjudged" if (unjudged or {}).get(id(matrix)) else "fail"
 
 
-def _summary(rows: list[tuple[str, Matrix, str]]) -> list[str]:
+def lead_text(rows, unjudged: Mapping[int, str] | None = None) -> str:
+    """The headline of the demo, on its page and at the end of its terminal output: how many durable agents held
+    at every crash point, which could not be judged (and why) and which failed; then the naive agents."""
+    unjudged = unjudged or {}
+    judged = [m for _, m, _ in rows if m.expect != "observe"]
+    naive = [m for _, m, _ in rows if m.expect == "observe"]
+    text = f"{sum(m.ok for m in judged)} of {_plural(len(judged), 'durable agent')} held at every crash point"
+    loaded = [m for m in judged if not m.ok and unjudged.get(id(m))]
+    if loaded:
+        text += (f"; {len(loaded)} could not be judged ({', '.join(Path(m.agent).name for m in loaded)}): "
+                 f"{unjudged[id(loaded[0])]}")
+    failed = [Path(m.agent).name for m in judged if not m.ok and not unjudged.get(id(m))]
+    if failed:
+        text += f" (FAILED: {', '.join(failed)})"
+    if naive:
+        shown = sum(tally(m).bad for m in naive)
+        text += f"; {shown} of {_plural(len(naive), 'naive agent')} show the failure their lesson fixes"
+    return text
+
+
+def _summary(rows: list[tuple[str, Matrix, str]], unjudged: Mapping[int, str]) -> list[str]:
     head = ("lesson", "agent", "expects", "crash points run", "dupli&shy;cates", "avoidable repeats",
             "un&shy;finished", "verdict")
     numeric = {3, 4, 5, 6}
@@ -181,23 +211,15 @@ def _summary(rows: list[tuple[str, Matrix, str]]) -> list[str]:
         agent = (f"<code>{html.escape(Path(matrix.agent).name)}</code> "
                  f"<small>{html.escape(agent_title(label, lesson))}</small>")
         cells = [html.escape(lesson_number(lesson)), agent, f"<b>{html.escape(t.expect)}</b>",
-                 f"{t.reached} of {t.points}", t.duplicates, t.avoidable, t.unfinished, html.escape(verdict(matrix))]
-        out.append(f"<tr class='agent {_kind(matrix)}'>{line('td', cells)}</tr>")
+                 f"{t.reached} of {t.points}", t.duplicates, t.avoidable, t.unfinished,
+                 html.escape(verdict(matrix, unjudged=unjudged.get(id(matrix))))]
+        out.append(f"<tr class='agent {_kind(matrix, unjudged)}'>{line('td', cells)}</tr>")
     out.append("</tbody></table>")
     return out
 
 
-def _lead(rows) -> str:
-    judged = [m for _, m, _ in rows if m.expect != "observe"]
-    naive = [m for _, m, _ in rows if m.expect == "observe"]
-    text = f"{sum(m.ok for m in judged)} of {_plural(len(judged), 'durable agent')} held at every crash point"
-    failed = [Path(m.agent).name for m in judged if not m.ok]
-    if failed:
-        text += f" (FAILED: {', '.join(failed)})"
-    if naive:
-        shown = sum(tally(m).bad for m in naive)
-        text += f"; {shown} of {_plural(len(naive), 'naive agent')} show the failure their lesson fixes"
-    return f"<p class='lead'>{html.escape(text)}.</p>"
+def _lead(rows, unjudged: Mapping[int, str]) -> str:
+    return f"<p class='lead'>{html.escape(lead_text(rows, unjudged))}.</p>"
 
 
 def _key() -> str:
@@ -226,7 +248,8 @@ def timeline_images(label: str, matrix: Matrix) -> list[str]:
     return parts
 
 
-def _lesson(lesson: str, members: list[tuple[str, Matrix, str]], timelines: Mapping[int, list[str]]) -> list[str]:
+def _lesson(lesson: str, members: list[tuple[str, Matrix, str]], timelines: Mapping[int, list[str]],
+            unjudged: Mapping[int, str]) -> list[str]:
     """One lesson: its heatmap, then per agent a heading saying what happened, the table and timelines (from
     ``timelines``, by the matrix's ``id``, where they were made already)."""
     number, name = lesson_number(lesson), lesson.replace("_", " ")
@@ -239,8 +262,8 @@ def _lesson(lesson: str, members: list[tuple[str, Matrix, str]], timelines: Mapp
         parts.append(f"<img class='heatmap' alt='{html.escape(alt)}' width='{width}' height='{height}' "
                      f"src='data:image/png;base64,{data}'>")
     for label, matrix, _ in members:
-        parts.append(f"<h3 class='agent {_kind(matrix)}'><code>{html.escape(Path(matrix.agent).name)}</code>: "
-                     f"{html.escape(headline(matrix))}</h3><p class='sub'>{html.escape(label)}</p>"
+        parts.append(f"<h3 class='agent {_kind(matrix, unjudged)}'><code>{html.escape(Path(matrix.agent).name)}"
+                     f"</code>: {html.escape(headline(matrix, unjudged.get(id(matrix))))}</h3><p class='sub'>{html.escape(label)}</p>"
                      f"<pre>{html.escape(str(matrix))}</pre>")
         parts.append("<details><summary>timelines, one per crash point</summary>")
         made = timelines.get(id(matrix))
@@ -250,24 +273,27 @@ def _lesson(lesson: str, members: list[tuple[str, Matrix, str]], timelines: Mapp
 
 
 def write_report(path: str | Path, sections: Sequence[tuple], title: str = "Crash matrices",
-                 timelines: Mapping[int, list[str]] | None = None, *, force: bool = False) -> Path:
+                 timelines: Mapping[int, list[str]] | None = None, *, force: bool = False,
+                 unjudged: Mapping[int, str] | None = None) -> Path:
     """Write the page. ``sections``: ``(label, matrix)`` or ``(label, matrix, lesson)`` in order; sections
     of one lesson share a heatmap (see :func:`sections_with_lessons`). Each heading is written against the
     matrix's own ``expect``: a naive agent's failures are reported as what it shows, not as "clean".
-    ``timelines``: :func:`timeline_images` of some of the matrices, made already, by ``id(matrix)``. Replaces
-    only an earlier report page (:mod:`crashlab.plumbing.outputs`), unless ``force``."""
+    ``timelines``: :func:`timeline_images` of some of the matrices, made already, by ``id(matrix)``; ``unjudged``:
+    by ``id(matrix)``, why a failed matrix could not judge its agent (a machine too loaded). Replaces only an
+    earlier report page (:mod:`crashlab.plumbing.outputs`), unless ``force``."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     rows = sections_with_lessons(sections)
     parts = [REPORT_HEAD, f"<title>{html.escape(title)}</title><style>{_CSS}</style><body>", f"<h1>{html.escape(title)}</h1>"]
+    unjudged = unjudged or {}
     if rows:
-        parts += [_lead(rows), *_summary(rows), _key()]
+        parts += [_lead(rows, unjudged), *_summary(rows, unjudged), _key()]
     lessons: dict[str, list] = {}
     for row in rows:
         lessons.setdefault(row[2], []).append(row)
     for lesson, members in lessons.items():
-        parts += _lesson(lesson, members, timelines or {})
+        parts += _lesson(lesson, members, timelines or {}, unjudged)
     path = Path(path)
     write_output(path, "\n".join(parts) + "\n</body></html>\n", REPORT, force=force)
     return path

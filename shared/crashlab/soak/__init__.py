@@ -2,8 +2,8 @@
 ledgers are audited (:mod:`.run`), with the world's side (:mod:`.world`), the results (:mod:`.results`) and the
 reference agents it can soak (:mod:`.reference`)."""
 
-from crashlab.soak.run import (CALIBRATION_ORDER, WORLD_FAULTS, OrderResult, SoakResult, order_ids, parse_resumers,
-                               parse_world_faults, soak)
+from crashlab.soak.run import (CALIBRATION_ORDER, MAX_ORDERS, WORLD_FAULTS, OrderResult, SoakResult, order_ids,
+                               parse_resumers, parse_world_faults, soak)
 
-__all__ = ["CALIBRATION_ORDER", "OrderResult", "SoakResult", "WORLD_FAULTS", "order_ids", "parse_resumers",
+__all__ = ["CALIBRATION_ORDER", "MAX_ORDERS", "OrderResult", "SoakResult", "WORLD_FAULTS", "order_ids", "parse_resumers",
            "parse_world_faults", "soak"]

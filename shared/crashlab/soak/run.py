@@ -15,7 +15,11 @@ The crash matrix kills an agent at named points, one at a time. The soak does wh
    talking to it may fail (an *agent error*, expected then), and later rounds resume them; rounds that met a
    fault do not count against an order. An agent that retries inside its process (DBOS, Temporal) is given
    time to outlive a fault of any length: its timeout counts only the time the world was up and well, so a
-   120 s outage does not get it killed as hung before it can finish the order.
+   120 s outage does not get it killed as hung before it can finish the order; and a process that is running
+   when a fault begins is spared the kill its plan holds, so the retries inside it are what meets the fault. A
+   fault directed with ``@TOOL`` (``outage:200@charge_card``) fires once the order it falls to has TOOL's effect.
+   With ``may_undo`` an order may end cleanly undone instead of finished: a saga whose do steps give up after a
+   time, soaked with an outage longer than that (it must still leave nothing taken).
    With ``fail`` (``reserve_item``, ``card_declined``...) that step fails for good for every order, the
    calibration run's included, and an order is done when it is cleanly undone rather than finished.
 4. At the end every order is audited from the world's ledgers, never from what an agent said
@@ -46,11 +50,12 @@ from crashlab.engines.needs import NEEDS, Needs
 from crashlab.order import check_failure
 from crashlab.plumbing.scratch import scratch_dir
 from crashlab.soak.results import OrderResult, SoakResult
-from crashlab.soak.world import WORLD_FAULTS, SoakWorld, fault_label, parse_world_faults
+from crashlab.soak.world import WORLD_FAULTS, SoakWorld, WorldFault, fault_label, parse_world_faults
 
 CALIBRATION_ORDER = "ORD-SOAK-0000"  # one clean run before the soak: it must finish, and it times the kill window
 KILLED_ROUNDS = 2  # resume rounds whose processes may be killed too; later rounds run clean
 MAX_ROUNDS = 12
+MAX_ORDERS = 9999  # ORD-SOAK-0001 to ORD-SOAK-9999: four digits
 
 
 def order_ids(count: int) -> list[str]:
@@ -76,24 +81,36 @@ def parse_resumers(text: str) -> tuple[int, int]:
 # --- one order ------------------------------------------------------------------------------------------------
 class _Soak:
     def __init__(self, agent: Path, world: SoakWorld, launcher, resumers: tuple[int, int], kills: bool,
-                 kill_window: float, max_rounds: int, timeout: float, seed: int, extra_env: dict, fail: str | None):
+                 kill_window: float, max_rounds: int, timeout: float, seed: int, extra_env: dict, fail: str | None,
+                 may_undo: bool = False):
         self.agent, self.world, self.launcher, self.extra_env, self.fail = agent, world, launcher, extra_env, fail
+        self.may_undo = may_undo
+        self.done: set[str] = set()  # orders whose rounds are over (a directed fault stops waiting for them)
         self.resumers, self.kills, self.kill_window = resumers, kills, kill_window
         self.max_rounds, self.timeout, self.seed = max_rounds, timeout, seed
         self.stopping = threading.Event()  # set on an error or Ctrl-C: every order ends at once, its processes killed
 
     def order(self, order_id: str) -> OrderResult:
         rng = random.Random(f"{self.seed}:{order_id}")  # the same choices for an order whatever the scheduling
-        result = OrderResult(order_id, fail=self.fail)
+        result = OrderResult(order_id, fail=self.fail, may_undo=self.may_undo)
         started = time.time()
+        try:
+            self._rounds(result, rng)
+        finally:
+            self.done.add(order_id)
+        result.seconds = time.time() - started
+        return result
+
+    def _rounds(self, result: OrderResult, rng: random.Random) -> None:
+        order_id = result.order_id
         if self.fail:
             self.world.fail_permanently(order_id, self.fail)
         self._round(result, rng, count=1, kill_odds=1.0 if self.kills else 0.0)  # the first run, killed
         counted = failing = 0
         while counted < self.max_rounds and not self.stopping.is_set():
             if result.rounds:
-                result.audit = self.world.audit(order_id)  # for the progress bar; the soak audits again at the end
-                if not result.lost:
+                result.audit = self.world.try_audit(order_id)  # for the bar; the soak audits again at the end
+                if result.audit is not None and not result.lost:
                     break  # (after at least one round of resumers: they must also leave a finished order alone)
             generation = self.world.generation
             odds = 0.5 if self.kills and counted < KILLED_ROUNDS else 0.0
@@ -105,8 +122,6 @@ class _Soak:
             failing = failing + 1 if len(result.errors) > errors_before else 0
             if failing:  # back off, more after each failing round: a key may still be leased, the world flaky
                 time.sleep(min(0.1 * 2 ** failing, 2.0))
-        result.seconds = time.time() - started
-        return result
 
     def _round(self, result: OrderResult, rng: random.Random, count: int, kill_odds: float) -> None:
         """Start ``count`` processes at once, kill each with probability ``kill_odds`` at a random moment,
@@ -116,6 +131,7 @@ class _Soak:
             return
         plan: list[tuple[RunningAgent, float | None]] = []
         troubled = self.world.troubled_seconds()  # the timeout leaves out the time of faults from here on
+        generation = self.world.generation  # a fault begun since spares the processes still running
         try:
             for _ in range(count):
                 kill_at = rng.uniform(0, self.kill_window) if rng.random() < kill_odds else None
@@ -131,7 +147,7 @@ class _Soak:
                         continue
                     if self.stopping.is_set():
                         running.kill()
-                    elif kill_at is not None and now >= kill_at:
+                    elif kill_at is not None and now >= kill_at and self.world.calm_since(generation):
                         running.kill()  # SIGKILL, the process group and everything below it
                         killed.add(id(running))
                     elif now >= running.started + self.timeout + self.world.troubled_seconds() - troubled:
@@ -165,7 +181,7 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
          seconds: float | None = None, seed: int | None = None, jobs: int = 2, timeout: float = 60.0,
          max_rounds: int = MAX_ROUNDS, key_lease: float | None = None, launcher: str = "warm",
          preload: tuple[str, ...] = (), needs: tuple[str, ...] = (), progress: bool | None = None,
-         fail: str | None = None) -> SoakResult:
+         fail: str | None = None, may_undo: bool = False, env: dict | None = None) -> SoakResult:
     """Run the chaos soak (see the module's docstring) and audit every order. ``orders=None`` with ``seconds``
     starts orders until ``seconds`` have passed; with both, whichever ends first. ``kill_window=None``: the wall
     time of one clean run, measured first. ``world_faults``: as :func:`parse_world_faults` returns them.
@@ -173,7 +189,9 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
     them. ``progress``: a tqdm bar on stderr (default: when stderr is a terminal). ``timeout``: seconds an agent
     process may run while the world is up and well (time under a world fault is not counted). ValueError if the
     clean run fails: a soak of an agent that cannot run an order says nothing. ``fail``: a step that fails for good
-    for every order (``TOOL``, ``TOOL:REASON`` or ``REASON``), each of which must then end cleanly undone."""
+    for every order (``TOOL``, ``TOOL:REASON`` or ``REASON``), each of which must then end cleanly undone.
+    ``may_undo``: an order may end cleanly undone instead of finished (counted apart), for a saga soaked with faults
+    longer than its do steps' patience. ``env``: variables for every agent process (a budget scaled down, say)."""
     agent = Path(agent).resolve()
     if not agent.is_file():
         raise FileNotFoundError(f"no agent file at {agent}")
@@ -181,22 +199,25 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
         raise ValueError("kills must be 'random' or 'none'")
     if orders is None and seconds is None:
         raise ValueError("give a number of orders, a number of seconds, or both")
+    if orders is not None and not 1 <= orders <= MAX_ORDERS:
+        raise ValueError(f"orders must be between 1 and {MAX_ORDERS}, got {orders!r}")
     needs = tuple(dict.fromkeys([needs] if isinstance(needs, str) else needs))
     unknown = [need for need in needs if need not in NEEDS]
     if unknown:
         raise ValueError(f"unknown need {unknown[0]!r}: the soak can start {', '.join(NEEDS)}")
-    for kind, _ in world_faults:
-        if kind not in ("world-kill", "outage", "flaky"):
-            raise ValueError(f"unknown world fault {kind!r}: see parse_world_faults")
+    world_faults = [WorldFault(*fault) for fault in world_faults]
+    for fault in world_faults:
+        if fault.kind not in ("world-kill", "outage", "flaky", "pause"):
+            raise ValueError(f"unknown world fault {fault.kind!r}: see parse_world_faults")
     if fail is not None:
         fail = "{}:{}".format(*check_failure(fail))  # ValueError in one line for a step that cannot fail for good
     seed = random.randrange(1 << 30) if seed is None else seed
-    cap = min(orders or 9999, 9999)
+    cap = orders or MAX_ORDERS
     fault_rng = random.Random(f"{seed}:world")
     settings = {"orders": orders, "seconds": seconds, "resumers": f"{resumers[0]}..{resumers[1]}", "kills": kills,
                 "kill_window": None, "world_faults": [fault_label(*fault) for fault in world_faults],
                 "needs": list(needs), "seed": seed, "jobs": jobs, "timeout": timeout, "max_rounds": max_rounds,
-                "launcher": launcher, "fail": fail}
+                "launcher": launcher, "fail": fail, "may_undo": may_undo, "env": dict(env or {})}
     # When each world fault fires: as order number k starts (spread over the soak), or at a time if there is no count.
     if orders is not None:
         at_order = {}
@@ -206,13 +227,26 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
     started = time.time()
     results: list[OrderResult] = []
     with scratch_dir("crashlab-soak-") as folder, Needs(folder / "servers") as servers:
-        extra_env = servers.env_for({"needs": list(needs)})  # the servers start first: the clean run needs them
+        extra_env = {**servers.env_for({"needs": list(needs)}), **(env or {})}  # the servers start first
         world = SoakWorld(folder / "world", key_lease)
         warm = None
         fault_threads: list[threading.Thread] = []
 
-        def fire(fault, delay):
-            thread = threading.Thread(target=lambda: world.closed.wait(delay) or world.fault(*fault), daemon=True)
+        def fire(fault, delay, order_id=None):
+            """The fault after ``delay``; a directed one once ``order_id`` has its tool's effect (never, if the order
+            ends without it: the summary says so)."""
+            def when_due():
+                if fault.after is None:
+                    world.closed.wait(delay)
+                else:
+                    while not (world.closed.is_set() or world.effect_seen(order_id, fault.after)):
+                        if order_id in runner.done:
+                            world.unfired.append(fault_label(*fault))
+                            return
+                        world.closed.wait(0.1)
+                if not world.closed.is_set():
+                    world.fault(*fault)
+            thread = threading.Thread(target=when_due, daemon=True)
             thread.start()
             fault_threads.append(thread)
 
@@ -223,6 +257,7 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
             clean = start_agent(agent, world.world, CALIBRATION_ORDER, extra_env=extra_env,
                                 launcher=warm or "exec").finish(timeout)
             calibration = OrderResult(CALIBRATION_ORDER, audit=world.audit(CALIBRATION_ORDER), fail=fail)
+            settings["clean_model_calls"] = calibration.audit.model_calls  # what an order costs with nothing wrong
             if clean.returncode != 0 or calibration.lost:
                 why = "it hung" if clean.timed_out else clean.last_error_line() or f"the order is {calibration.audit.verdict}"
                 raise ValueError(f"a clean run of {agent.name} (order {CALIBRATION_ORDER}, no kills) did not "
@@ -230,11 +265,11 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
             if kill_window is None:
                 kill_window = round(max(0.05, clean.seconds), 2)
             settings["kill_window"] = kill_window
-            if orders is None:  # a timed soak: faults at fixed fractions of the time
-                for j, fault in enumerate(world_faults):
-                    fire(fault, (j + 1) * seconds / (len(world_faults) + 1))
             runner = _Soak(agent, world, warm or "exec", resumers, kills == "random", kill_window, max_rounds,
-                           timeout, seed, extra_env, fail)
+                           timeout, seed, extra_env, fail, may_undo)
+            if orders is None:  # a timed soak: faults at fixed fractions of the time; a directed one, order j's
+                for j, fault in enumerate(world_faults):
+                    fire(fault, (j + 1) * seconds / (len(world_faults) + 1), order_ids(j + 1)[-1])
             bar = None
             if show:
                 from tqdm import tqdm
@@ -266,7 +301,7 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
                             break
                         if orders is not None:
                             for fault in at_order.get(number, []):
-                                fire(fault, fault_rng.uniform(0, kill_window))
+                                fire(fault, fault_rng.uniform(0, kill_window), order_id)
                         future = pool.submit(runner.order, order_id)
                         future.add_done_callback(finished)
                         futures.append(future)
@@ -280,7 +315,7 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
             for thread in fault_threads:
                 thread.join()
             for result in results:  # judged only from the world's ledgers, once nothing is running
-                result.audit = world.audit(result.order_id)
+                result.audit = world.try_audit(result.order_id, attempts=50)
             if bar is not None:
                 bar.close()
         finally:
@@ -288,8 +323,9 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
             if warm is not None:
                 warm.close()
     return SoakResult(str(agent), settings, results, world.kills, world.outages, time.time() - started,
-                      world.flaky, world.flaky_refused)
+                      world.flaky, world.flaky_refused, world_deaths=world.deaths, unaudited=world.unaudited,
+                      unfired=world.unfired, fault_log=world.fault_log, pauses=world.pauses)
 
 
 __all__ = ["soak", "SoakResult", "OrderResult", "order_ids", "parse_resumers", "parse_world_faults", "WORLD_FAULTS",
-           "CALIBRATION_ORDER"]
+           "CALIBRATION_ORDER", "MAX_ORDERS"]

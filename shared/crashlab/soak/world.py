@@ -5,54 +5,81 @@
 - ``world-kill``: SIGKILL the world's server mid-request, restart it at once on its own state;
 - ``outage:SECONDS``: stop it, leave it down that long (every connection refused), restart it on its state;
 - ``flaky:SECONDS``: leave it up, but for that long every service request is answered 503 and every model
-  request 529 ("overloaded"), with nothing done -- the transient 5xx a durable agent must retry through.
+  request 529 ("overloaded"), with nothing done -- the transient 5xx a durable agent must retry through;
+- ``pause:SECONDS``: freeze it (SIGSTOP) that long, then let it go on (SIGCONT): requests in flight and new ones
+  hang instead of being refused, as behind a stalled server or network. An engine that gives up on an attempt after
+  a timeout starts another while the first still waits, and both are answered once the world goes on: with
+  ``--kills none``, the model calls beyond a clean run's are what those zombie attempts cost.
+
+Each may be *directed* with ``@TOOL`` (``outage:200@charge_card``): it fires as soon as the world has committed
+TOOL's effect for the order it falls to, instead of at a random moment -- the outage that starts right after the
+charge, with the rest of the order, or its undo (``@refund_charge``), still to do.
+
+A world that dies on its own (killed by someone else) is restarted on its state the next time the soak needs it,
+and counted; an audit the world cannot answer leaves that order unaudited, said in the summary.
 """
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from pathlib import Path
+from typing import NamedTuple
 
-from crashlab.world.audit import Audit
-from crashlab.plumbing.processes import kill_group
+from crashlab.order import ALL_TOOLS, EFFECT_KIND
+from crashlab.plumbing.processes import kill_group, signal_group
 from crashlab.world import World, WorldError
+from crashlab.world.audit import Audit
 
-WORLD_FAULTS = ("world-kill", "outage:SECONDS", "flaky:SECONDS")
-_TIMED = ("outage", "flaky")  # the faults that last SECONDS
-_FORMS = "world-kill, outage:SECONDS or flaky:SECONDS, comma-separated"
+WORLD_FAULTS = ("world-kill", "outage:SECONDS", "flaky:SECONDS", "pause:SECONDS")
+_TIMED = ("outage", "flaky", "pause")  # the faults that last SECONDS
+_FORMS = "world-kill, outage:SECONDS, flaky:SECONDS or pause:SECONDS, each with @TOOL or not, comma-separated"
 
 
-def parse_world_faults(text: str) -> list[tuple[str, float]]:
-    """``"world-kill,outage:8,flaky:20"`` -> ``[("world-kill", 0), ("outage", 8.0), ("flaky", 20.0)]``;
-    ValueError, saying what is wrong in one line, for anything else."""
+class WorldFault(NamedTuple):
+    kind: str  # world-kill, outage, flaky or pause
+    seconds: float = 0.0
+    after: str | None = None  # a tool: fire once the order's ledger holds its effect (None: at a random moment)
+
+
+def parse_world_faults(text: str) -> list[WorldFault]:
+    """``"world-kill,outage:8,flaky:20@charge_card"`` -> ``[WorldFault("world-kill", 0), WorldFault("outage", 8.0),
+    WorldFault("flaky", 20.0, "charge_card")]``; ValueError, saying what is wrong in one line, for anything else."""
     faults = []
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
+    for whole in (part.strip() for part in text.split(",")):
+        if not whole:
             continue
-        name, colon, arg = item.partition(":")
-        if name == "world-kill" and not colon:
-            faults.append(("world-kill", 0.0))
-        elif name == "world-kill":
-            raise ValueError(f"world-kill takes no seconds, got {item!r}: use world-kill, or outage:SECONDS for a "
-                             "world that stays down")
-        elif name in _TIMED:
-            try:
-                seconds = float(arg)
-            except ValueError:
-                seconds = float("nan")
-            if not 0 < seconds < 3600:  # (also false for nan)
-                raise ValueError(f"{name}:SECONDS needs a number of seconds above 0 and below 3600, got {item!r}")
-            faults.append((name, seconds))
-        else:
-            raise ValueError(f"unknown world fault {item!r}: use {_FORMS}")
+        item, at, after = whole.partition("@")
+        if at and after not in ALL_TOOLS:
+            raise ValueError(f"{whole!r}: @ names the tool after whose effect the fault fires, one of "
+                             f"{', '.join(ALL_TOOLS)}")
+        faults.append(_parse_one(item, whole)._replace(after=after or None))
     if not faults:
         raise ValueError(f"no world faults given: use {_FORMS}")
     return faults
 
 
-def fault_label(kind: str, seconds: float) -> str:
-    return kind if kind == "world-kill" else f"{kind}:{seconds:g}"
+def _parse_one(item: str, whole: str) -> WorldFault:
+    name, colon, arg = item.partition(":")
+    if name == "world-kill" and not colon:
+        return WorldFault("world-kill", 0.0)
+    if name == "world-kill":
+        raise ValueError(f"world-kill takes no seconds, got {whole!r}: use world-kill, or outage:SECONDS for a "
+                         "world that stays down")
+    if name in _TIMED:
+        try:
+            seconds = float(arg)
+        except ValueError:
+            seconds = float("nan")
+        if not 0 < seconds < 3600:  # (also false for nan)
+            raise ValueError(f"{name}:SECONDS needs a number of seconds above 0 and below 3600, got {whole!r}")
+        return WorldFault(name, seconds)
+    raise ValueError(f"unknown world fault {whole!r}: use {_FORMS}")
+
+
+def fault_label(kind: str, seconds: float = 0.0, after: str | None = None) -> str:
+    return (kind if kind == "world-kill" else f"{kind}:{seconds:g}") + (f"@{after}" if after else "")
 
 
 class SoakWorld:
@@ -70,12 +97,16 @@ class SoakWorld:
         self.up = threading.Event()
         self.up.set()
         self.generation = 0
-        self.kills, self.outages, self.flaky = 0, [], []
+        self.kills, self.outages, self.flaky, self.pauses = 0, [], [], []
         self.flaky_refused = 0  # requests the world answered with a 5xx while flaky
         self._fault_lock = threading.Lock()
         self.closed = threading.Event()
         self._troubled = 0.0  # seconds of faults that have ended
         self._fault_began: float | None = None  # when the fault under way began
+        self.deaths = 0  # times the world was found dead, not by a fault of the soak's, and restarted
+        self.unaudited: list[str] = []  # orders whose audit the world never answered
+        self.unfired: list[str] = []  # directed faults whose order ended without the tool's effect
+        self.fault_log: list[dict] = []  # each fault fired: its label, and when it began and ended (wall clock)
 
     def troubled_seconds(self) -> float:
         """Seconds the world has spent killed, down or flaky so far, the fault under way included."""
@@ -91,7 +122,8 @@ class SoakWorld:
         return generation % 2 == 0 and self.generation == generation
 
     def _when_up(self, ask, failed: str, attempts: int = 20):
-        """``ask(world)`` once the world is up, again if it went down between the wait and the request."""
+        """``ask(world)`` once the world is up, again if it went down between the wait and the request; a world
+        that died on its own meanwhile is restarted on its state first."""
         for _ in range(attempts):
             self.up.wait()
             if self.closed.is_set():
@@ -99,8 +131,19 @@ class SoakWorld:
             try:
                 return ask(self.world)
             except WorldError:
+                self._revive()
                 time.sleep(0.2)
         raise WorldError(failed)
+
+    def _revive(self) -> None:
+        """Restart the world on its own state if its server is gone and no fault of the soak's is under way."""
+        with self._fault_lock:
+            if self.closed.is_set() or not self.up.is_set() or self.world.running():
+                return
+            port = self.world.port
+            self.world.stop()
+            self.deaths += 1
+            self.world = self._restart(port)
 
     def fail_permanently(self, order_id: str, step: str) -> None:
         """The world's :meth:`~crashlab.world.World.fail_permanently` (kept in its control ledger, so a restart
@@ -112,18 +155,42 @@ class SoakWorld:
         return self._when_up(lambda world: world.audit(order_id), f"the world did not answer an audit of {order_id}",
                              attempts)
 
-    def fault(self, kind: str, seconds: float) -> None:
+    def try_audit(self, order_id: str, attempts: int = 20) -> Audit | None:
+        """The order's audit, or None (noted in :attr:`unaudited`) when the world does not answer one."""
+        try:
+            return self.audit(order_id, attempts)
+        except WorldError:
+            if not self.closed.is_set():
+                self.unaudited.append(order_id)
+            return None
+
+    def effect_seen(self, order_id: str, tool: str) -> bool:
+        """Whether the world has committed ``tool``'s effect for the order (False while it cannot say)."""
+        if not self.up.is_set():
+            return False
+        try:
+            return bool(self.world.audit(order_id).counts.get(EFFECT_KIND[tool]))
+        except WorldError:
+            return False
+
+    def fault(self, kind: str, seconds: float, after: str | None = None) -> None:
+        """Fire one fault now (``after``, for a directed one, was waited for by the caller)."""
         with self._fault_lock:  # one fault at a time: a fault due during another waits for it to end
             if self.closed.is_set():
                 return
             self.generation += 1
             self._fault_began = time.monotonic()
+            logged = {"fault": fault_label(kind, seconds, after), "began": time.time(), "ended": None}
+            self.fault_log.append(logged)
             try:
                 if kind == "flaky":
                     self._flaky(seconds)
+                elif kind == "pause":
+                    self._pause(seconds)
                 else:
                     self._down(kind, seconds)
             finally:
+                logged["ended"] = time.time()
                 self._troubled += time.monotonic() - self._fault_began
                 self._fault_began = None
                 self.generation += 1
@@ -139,6 +206,16 @@ class SoakWorld:
             self.flaky_refused = self.world.flaky_state()["refused"]
         except WorldError:
             pass  # the soak is ending and its world with it
+
+    def _pause(self, seconds: float) -> None:
+        """Freeze the world's server (its whole process group) for ``seconds``; the soak waits for it as for an outage."""
+        self.up.clear()
+        self.pauses.append(seconds)
+        signal_group(self.world.pid, signal.SIGSTOP)
+        try:
+            self.closed.wait(seconds)
+        finally:
+            signal_group(self.world.pid, signal.SIGCONT)
 
     def _down(self, kind: str, seconds: float) -> None:
         self.up.clear()

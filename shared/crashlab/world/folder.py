@@ -18,9 +18,12 @@ from crashlab.world.ledger import LEDGER_FILES
 READY_FILE = "world.json"
 LOG_FILE = "world.log"
 LEDGERS = "ledgers"
-# The agents' durable state (event logs, checkpoints): handed to the agents a world runs, so all of it goes
-# with the world's state, as a fresh world must start with none.
+# The agents' durable state (event logs, checkpoints): handed to the agents a world runs, so it goes with the
+# world's state, as a fresh world must start with none. Agents write logs, databases, locks and small JSON records
+# there; a file of a kind a person writes (an agent's source, a notebook, notes) is the learner's, and stays.
 AGENT_DIR = "agent"
+PERSONS_FILES = (".py", ".ipynb", ".md", ".txt", ".rst", ".csv", ".tsv", ".pdf", ".png", ".jpg", ".jpeg", ".svg",
+                 ".html", ".docx", ".xlsx", ".odt", ".tex", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".sh")
 # Written by the world into a state folder it takes, so it only ever empties a folder it made its own.
 MARKER = ".crashlab-world"
 # The files a world writes at the top of its folder, and those its server writes in ledgers/ (SQLite adds
@@ -48,7 +51,8 @@ def take_folder(state_dir: Path) -> None:
         with os.fdopen(fd, "w") as marker:
             marker.write("This folder belongs to a crashlab world. Starting afresh, it deletes its own files here "
                          f"({', '.join(OWN_FILES)}, its ledgers in {LEDGERS}/ and the agents' state in "
-                         f"{AGENT_DIR}/) and nothing else.\n")
+                         f"{AGENT_DIR}/, but not a file of yours there: {' '.join(PERSONS_FILES)}) and nothing "
+                         "else.\n")
     except OSError as exc:
         raise WorldError(f"cannot use {state_dir} for the world's state ({exc.strerror or exc}): "
                           f"name a new or empty folder the world can write to") from None
@@ -64,12 +68,12 @@ def is_marked(state_dir: Path) -> bool:
 
 def empty_world_folder(state_dir: Path) -> None:
     """Delete the world's own files in its folder, by name, and nothing else: its ready file and log, its
-    ledgers (a ``ledgers/`` holding anything else keeps that), and the agents' state. Symlinks are removed,
-    never followed."""
+    ledgers (a ``ledgers/`` holding anything else keeps that), and the agents' state (a file of the learner's in
+    ``agent/`` stays: :func:`empty_agent_state`). Symlinks are removed, never followed."""
     try:
         for name in OWN_FILES:
             _remove(state_dir / name)
-        _remove(state_dir / AGENT_DIR)
+        empty_agent_state(state_dir / AGENT_DIR)
         ledgers = state_dir / LEDGERS
         if ledgers.is_dir() and not ledgers.is_symlink():
             for name in OWN_LEDGER_FILES:
@@ -84,6 +88,24 @@ def empty_world_folder(state_dir: Path) -> None:
     except OSError as exc:
         raise WorldError(f"cannot empty the world's folder {state_dir} ({exc.strerror or exc}): "
                           f"remove it, or start the world in a new folder") from None
+
+
+def empty_agent_state(agent_dir: Path) -> None:
+    """Delete what agents keep in ``agent_dir`` -- event logs, databases, locks, records -- at every depth, and
+    the folders it leaves empty; a file (or link) of a kind a person writes (:data:`PERSONS_FILES`: an agent's
+    source, a notebook, notes), and the folders on its way, stay."""
+    if agent_dir.is_symlink() or (agent_dir.exists() and not agent_dir.is_dir()):
+        agent_dir.unlink()  # never followed: the agents' state is a folder of the world's
+        return
+    if not agent_dir.is_dir():
+        return
+    for folder, dirs, files in os.walk(agent_dir, topdown=False):
+        here = Path(folder)
+        for name in files + [d for d in dirs if (here / d).is_symlink()]:  # os.walk lists a link to a folder as one
+            if not name.lower().endswith(PERSONS_FILES):
+                (here / name).unlink()
+        if here != agent_dir and not any(here.iterdir()):
+            here.rmdir()
 
 
 def _remove(path: Path) -> None:

@@ -173,11 +173,20 @@ def next_calls(pending: list[str], undoing: str | None, parallel: bool) -> list[
     return pending[:1]
 
 
+def parallel_allowed(request) -> bool:
+    """Whether the request lets the model ask for several tools in one reply: not when its ``tool_choice`` sets
+    ``disable_parallel_tool_use`` (as the Messages API honours it)."""
+    choice = request.get("tool_choice") if isinstance(request, dict) else None
+    return not (isinstance(choice, dict) and choice.get("disable_parallel_tool_use") is True)
+
+
 def reply(request: dict, *, malformed: str | None = None, parallel: bool = False) -> dict:
     """The Messages API response to ``request``. ``parallel``: ask for several tools in one reply where the order
-    allows it (:func:`next_calls`); off, one tool per reply, as every lesson's agent expects."""
+    allows it (:func:`next_calls`) and the request does (:func:`parallel_allowed`); off, one tool per reply, as
+    every lesson's agent expects."""
     if not isinstance(request, dict):
         raise InvalidRequest("the request body must be a JSON object")
+    parallel = parallel and parallel_allowed(request)
     messages = normalize_messages(request.get("messages"))
     check_conversation(messages)
     order = order_from(messages)

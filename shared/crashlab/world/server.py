@@ -14,7 +14,6 @@ import argparse
 import hashlib
 import json
 import os
-import re
 import secrets
 import threading
 import time
@@ -22,8 +21,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from crashlab.errors import DISK_FULL
-from crashlab.order import ORDER_ID_PATTERN, FAILURE_REASONS
+from crashlab.order import FAILURE_REASONS, is_order_id
 from crashlab.plumbing.diskfull import disk_full, full_disk_message
+from crashlab.plumbing.ports import port_number
 from crashlab.world import ledger, policy
 from crashlab.world.runscope import RunScope
 from crashlab.world.crashes import CrashPlan, Requester
@@ -169,7 +169,7 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
         try:
             if not (isinstance(point, str) and point):
                 raise ValueError(f"point must be a crash point such as before:charge_card, got {point!r}")
-            if not (isinstance(order_id, str) and re.fullmatch(ORDER_ID_PATTERN, order_id)):
+            if not is_order_id(order_id):
                 raise ValueError(f"order_id must be an order id such as ORD-8842, got {order_id!r}")
             self._crashes.arm(point, order_id, RunScope.from_json(run))
         except ValueError as exc:
@@ -181,7 +181,7 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
         order_id = body.get("order_id") if isinstance(body, dict) else None
         if not isinstance(body, dict) or not isinstance(body.get("name"), str):
             self._error(400, "invalid_request_error", "a fault needs a name")
-        elif not (order_id is None or (isinstance(order_id, str) and re.fullmatch(ORDER_ID_PATTERN, order_id))):
+        elif not (order_id is None or is_order_id(order_id)):
             self._error(400, "invalid_request_error", f"a fault's order_id is an order id or null, got {order_id!r}")
         else:
             self.server.faults.set(body["name"], int(body.get("remaining", 1)), body.get("arg"), order_id)  # type: ignore[attr-defined]
@@ -191,7 +191,7 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
         """``{"order_id", "tool", "reason"}``: make a do step fail for good for one order; ``reason`` null clears
         it (``tool`` null too: every step of the order)."""
         order_id, tool, reason = (body.get(k) if isinstance(body, dict) else None for k in ("order_id", "tool", "reason"))
-        if not (isinstance(order_id, str) and re.fullmatch(ORDER_ID_PATTERN, order_id)):
+        if not is_order_id(order_id):
             problem = f"order_id must be an order id such as ORD-8842, got {order_id!r}"
         elif not (tool in FAILURE_REASONS or (tool is None and reason is None)):
             problem = f"tool must be one of {', '.join(FAILURE_REASONS)}, got {tool!r}"
@@ -247,7 +247,8 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
             return
         try:
             body = policy.reply(request, malformed=faults.take("malformed_reply", order_id),
-                                parallel=faults.take("parallel_tool_use", order_id) is not None)
+                                parallel=policy.parallel_allowed(request)  # a request that forbids it leaves it armed
+                                and faults.take("parallel_tool_use", order_id) is not None)
             status, stop_reason = 200, body["stop_reason"]
         except policy.InvalidRequest as exc:
             body = {"type": "error", "error": {"type": "invalid_request_error", "message": str(exc)}}
@@ -341,7 +342,7 @@ def serve(state_dir: Path, port: int = 0, ready_file: Path | None = None, parent
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description="Serve the course's world (model + services) on 127.0.0.1.")
     parser.add_argument("--state", required=True, type=Path)
-    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--port", type=port_number, default=0, help="0 (default): any free port")
     parser.add_argument("--ready-file", type=Path)
     parser.add_argument("--parent-pid", type=int)
     parser.add_argument("--key-lease", type=float, default=5.0,

@@ -32,7 +32,7 @@ import httpx
 
 from crashlab.engines.temporal.client import ENV_TEMPORAL_ADDRESS, HOW_TO_START
 from crashlab.plumbing import supervisor
-from crashlab.plumbing.ports import PortTaken, free_port, pid_alive, port_is_free, retry_on_taken_port
+from crashlab.plumbing.ports import PortTaken, free_port, pid_alive, port_is_free, port_number, retry_on_taken_port
 
 ENV_TEMPORAL_BIN = "CRASHLAB_TEMPORAL_BIN"
 READY_FILE = "temporal.json"
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description="Run the Temporal dev server for the course (Ctrl-C stops it).")
     parser.add_argument("--state", default=".crashlab/temporal")
-    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--port", type=port_number, default=0, help="0 (default): any free port")
     parser.add_argument("--ui", action="store_true", help="also serve the Web UI")
     args = parser.parse_args(argv)
     try:

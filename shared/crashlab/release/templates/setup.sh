@@ -20,7 +20,11 @@ if [ -z "$PY" ] || ! recent "$PY"; then
     BOOT=$(command -v python3 || true)
   fi
   [ -n "$BOOT" ] || { echo "error: Python 3.11.5 or later is needed, and no python3 to fetch it with" >&2; exit 1; }
-  "$BOOT" -m pip install --quiet --disable-pip-version-check --target .uv-bootstrap "uv==$UV_VERSION"
+  # uv, only to fetch Python: gone when this script ends, whether the download worked or not (a setup.sh run again
+  # after a failed download starts clean).
+  trap 'rm -rf .uv-bootstrap' EXIT
+  "$BOOT" -m pip install --quiet --disable-pip-version-check --target .uv-bootstrap "uv==$UV_VERSION" \
+  || { echo "error: ${PY:-python3.11} is missing or older than 3.11.5, and uv (to download a Python 3.11) could not be installed" >&2; exit 1; }
   export UV_PYTHON_INSTALL_DIR=$PWD/.python
   .uv-bootstrap/bin/uv python install 3.11 \
   || { echo "error: ${PY:-python3.11} is missing or older than 3.11.5, and uv could not download a Python 3.11" >&2; exit 1; }
