@@ -108,8 +108,8 @@ def reference_feedback(exc: BaseException, source: str) -> str:
     what = "check failed" if isinstance(exc, AssertionError) else f"the check stopped ({type(exc).__name__})"
     if getattr(exc, "__student__", None):
         what = "your code raised an exception"
-    return (f"{what}{about}: this check runs your code on the reference answers to the exercises it builds on, so "
-            "it does not quote what your code printed, raised or stored there; compare your code with the requirement")
+    return (f"{what}{about}: this check runs your file with the course's answers to the other exercises, so it shows "
+            "nothing your code printed, raised or stored there; compare your code with the requirement")
 
 
 def kill_students_processes() -> None:
