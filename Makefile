@@ -65,11 +65,15 @@ demo: setup
 test: setup lint
 	$(BIN)/python -m pytest solutions tests -q -n 3 --nbval --nbval-sanitize-with $(NBVAL_SANITIZE) --durations=25
 
-# ruff's checks for errors (pyproject.toml, [tool.ruff]): undefined or unused names, syntax, statement slips;
-# and import-linter's contracts (pyproject.toml, [tool.importlinter]): the library's layers, kept.
+# ruff's checks for errors (pyproject.toml, [tool.ruff]): undefined or unused names, syntax, statement slips -- in
+# the library, the tests and the masters' code (their cells and the files they write: tests/lint_masters.py);
+# import-linter's contracts (pyproject.toml, [tool.importlinter]): the library's layers, kept; and mypy
+# ([tool.mypy]): the library's types, checked.
 lint: setup
 	$(BIN)/ruff check shared tests
+	$(BIN)/python -m pytest tests/lint_masters.py -q -n 0
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/mypy
 
 lab: setup
 	$(BIN)/jupyter lab --notebook-dir=course --ServerApp.ip=127.0.0.1 $(LAB_AS_ROOT)

@@ -1,7 +1,9 @@
 """What the whole suite shares: the scheduler that keeps a notebook's cells on one worker, the check of every
-feedback message the suite's gradings produce (:mod:`feedback_guard`), the ``lesson_files`` fixture (a master's
-files in a scratch folder), and the ``needs_restate`` marker (such a test skips, saying how
-to install the server, where `make setup` could not).
+feedback message the suite's gradings produce (:mod:`feedback_guard`), the check that no master's cell waits long
+in silence (:mod:`silent_waits`), a clean environment for every test, the fixtures many modules use -- ``world`` (a
+fresh world), ``world_env`` (its endpoints in this process's environment), ``no_world_env``, ``launcher`` (a warm
+launcher per module, with the module's ``PRELOAD``) and ``lesson_files`` (a master's files in a scratch folder) --
+and the ``needs_restate`` marker (such a test skips, saying how to install the server, where `make setup` could not).
 
 One pool of two workers for the whole suite: the tests and nbval over the masters.
 
@@ -12,10 +14,13 @@ may go anywhere. xdist's ``loadscope`` groups by module, which would put all of 
 gradings on one worker; this scheduler groups by notebook only.
 """
 
+import os
+
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 import feedback_guard
+import silent_waits
 
 feedback_guard.install()  # before any test module imports the grader's functions
 
@@ -36,6 +41,7 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_configure(config):
+    silent_waits.register(config)  # nbval's cells of the masters, wherever they run: a long silence fails its cell
     config.addinivalue_line("markers", "needs_restate: needs the Restate server binary (`make setup` installs it); "
                                        "skips, saying so, without it")
 
@@ -66,3 +72,52 @@ def lesson_files(tmp_path, request):
     from master_files import write_master_files
 
     return tmp_path, write_master_files(request.module.MASTER, tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch):
+    """Every test runs without the opt-in real model (a developer's shell may have it on: no test may spend a key),
+    and leaves this process's environment as it found it: code under test that sets variables for the whole
+    process (a lesson's ``fresh_world``, a server's environment) cannot leak them into the next test."""
+    saved = dict(os.environ)
+    monkeypatch.delenv("CRASHLAB_REAL_MODEL", raising=False)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+@pytest.fixture
+def world(tmp_path):
+    """A fresh world in the test's own folder, no crash point armed; stopped after the test."""
+    from crashlab.world import World
+
+    with World.start(tmp_path / "world") as world:
+        yield world
+
+
+@pytest.fixture
+def world_env(world, monkeypatch):
+    """``world``, with its endpoints in this process's environment: for a test that calls the agent's clients itself."""
+    for name, value in world.env().items():
+        if name.startswith("CRASHLAB_"):
+            monkeypatch.setenv(name, value)
+    return world
+
+
+@pytest.fixture
+def no_world_env(monkeypatch):
+    """No world's endpoints in this process's environment: what an agent started outside any world sees."""
+    from crashlab.envnames import ENV_MODEL_URL, ENV_SERVICES_URL, ENV_STATE_DIR
+
+    for name in (ENV_MODEL_URL, ENV_SERVICES_URL, ENV_STATE_DIR):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="module")
+def launcher(request):
+    """A warm launcher for the module's tests, with what the module's ``PRELOAD`` names imported (its lesson's
+    engine, say); closed after them."""
+    from crashlab.harness.launcher import WarmLauncher
+
+    with WarmLauncher(getattr(request.module, "PRELOAD", ())) as warm:
+        yield warm

@@ -1,52 +1,80 @@
 """The crash-point vocabulary, in one place: what a crash point is (``before:OP`` or ``after:OP``, OP being the
-Nth model call ``model#N`` or a tool of the order), how it is written and read, which points a run passes
-through, and the one rule every verdict, table and picture applies to them.
+Nth model call ``model#N`` or a tool of the order), how it is written and read, when the world meets it, which
+points a run passes through, the pairs of a double crash, a matrix row's label, and the one rule every verdict,
+table and picture applies to them. No other module writes or reads a point's text.
 
 The rule: at ``after:model#N`` the model's answer was computed and logged by the world, then the process died
 before it could record it. The resumed run has no record of that answer and asks again -- one repeated model
 call that no engine can avoid, since no engine can record an answer it never received. Everywhere else a
 repeated model call is an engine's (or an agent's) failure to resume the conversation.
+
+How the world uses it (:mod:`crashlab.world.crashes`): it arms a :class:`CrashPoint`; where a request for a target
+(``model`` or a tool) arrives and where its effect commits, it describes that instant as a :class:`Moment` and
+asks :meth:`CrashPoint.meets`. Calls of a target are numbered (the ``N`` of ``model#N``) only for a point that
+:meth:`CrashPoint.counts` them. So a new kind of point is a change here (its form in :meth:`CrashPoint.parse` and
+``__str__``, what it counts and meets, where it falls in :func:`default_points`) plus, for a new kind of instant,
+the world's site that describes it.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import Literal
 
-from crashlab.order import ALL_TOOLS, TOOL_ORDER, UNDO_TOOLS, failure_path
+from crashlab.order import ALL_TOOLS, TOOL_ORDER, UNDO_TOOLS, check_failure, failure_path
 
-WHENS = ("before", "after")
-MODEL = "model#"
+When = Literal["before", "after"]
+WHENS: tuple[When, ...] = ("before", "after")
+MODEL = "model"  # the target of a model call; any other target is a tool of the order
 FORMS = f"before:OP or after:OP, OP = model#N (N >= 1) or a tool: {', '.join(TOOL_ORDER)}"
 FORMS_WITH_UNDO = f"{FORMS} (with --fail, also an undo step: {', '.join(UNDO_TOOLS)})"
 # How the rule reads in a verdict, a legend or a table's key.
 ALLOWED_REPEAT = "one at after:model#N"
+BASELINE = "(no crash)"  # the label of a matrix's row without a crash
+THEN = " + "             # between the two points of a double crash's label: the second is met during the resume
 
 
-class CrashPoint(NamedTuple):
-    """``when`` is ``before`` or ``after``; ``op`` is ``model#N`` or a tool name."""
+@dataclass(frozen=True)
+class Moment:
+    """An instant at which the world may kill a run: ``when`` a request for ``target`` (:data:`MODEL` or a tool) has
+    arrived (``before``) or its effect or answer is committed (``after``); ``call`` numbers that request among the
+    run's requests for the target, or is None where the armed point does not count them."""
 
-    when: str
-    op: str
+    when: When
+    target: str
+    call: int | None = None
+
+
+@dataclass(frozen=True)
+class CrashPoint:
+    """``when`` is ``before`` or ``after``; ``target`` is :data:`MODEL` or a tool name; ``call`` is the Nth call of the
+    target, counted from 1 (a model call's point always names one; a tool's meets its first call)."""
+
+    when: When
+    target: str
+    call: int | None = None
 
     @classmethod
-    def parse(cls, text: str) -> "CrashPoint":
+    def parse(cls, text: str | CrashPoint) -> CrashPoint:
         """``text`` as a crash point, normalised; a one-line ValueError saying what is wrong otherwise. A point no
         run can reach (a tool that does not exist) is refused here rather than reported as "never reached" after a
         whole run. The undo tools are tools of the order too."""
+        if isinstance(text, CrashPoint):
+            return text
         when, colon, op = (part.strip() for part in str(text).partition(":"))
         every = f"before:OP or after:OP, OP = model#N (N >= 1) or a tool: {', '.join(ALL_TOOLS)}"
         if when not in WHENS or not colon:
             raise ValueError(f"crash point {text!r} is not {every}")
-        model = re.fullmatch(r"model#(\d+)", op)
+        model = re.fullmatch(rf"{MODEL}#(\d+)", op)
         if model:
             if int(model.group(1)) < 1:
                 raise ValueError(f"crash point {text!r}: model calls are counted from 1 (model#1 is the first)")
-            return cls(when, f"{MODEL}{int(model.group(1))}")
+            return cls(when, MODEL, int(model.group(1)))
         if op not in ALL_TOOLS:
             close = difflib.get_close_matches(op, list(ALL_TOOLS), n=1)
-            hint = f"did you mean {when}:{close[0]}? " if close else ""
+            hint = f"did you mean {cls(when, close[0])}? " if close else ""
             raise ValueError(f"crash point {text!r}: unknown tool {op!r}: {hint}OP is model#N or one of "
                              f"{', '.join(ALL_TOOLS)}")
         return cls(when, op)
@@ -55,8 +83,28 @@ class CrashPoint(NamedTuple):
         return f"{self.when}:{self.op}"
 
     @property
+    def op(self) -> str:
+        """The OP of the written form: ``model#N`` or the tool's name."""
+        return f"{self.target}#{self.call}" if self.call is not None else self.target
+
+    @property
     def is_model_call(self) -> bool:
-        return self.op.startswith(MODEL)
+        return self.target == MODEL
+
+    @property
+    def allowed_repeats(self) -> int:
+        """Repeated model calls a correct agent may show for this crash: one at ``after:model#N`` (see the module's
+        docstring), none anywhere else."""
+        return 1 if self.is_model_call and self.when == "after" else 0
+
+    def counts(self, target: str) -> bool:
+        """Whether the world must number the run's calls of ``target`` to know when this point is met."""
+        return target == self.target and self.call is not None
+
+    def meets(self, moment: Moment) -> bool:
+        """Whether the world, at ``moment``, has reached this point."""
+        return (moment.when == self.when and moment.target == self.target
+                and (self.call is None or moment.call == self.call))
 
 
 def check_crash_point(text: str) -> str:
@@ -64,10 +112,32 @@ def check_crash_point(text: str) -> str:
     return str(CrashPoint.parse(text))
 
 
-def allowed_repeats(point: str) -> int:
-    """How many repeated model calls a correct agent may show when killed at ``point``: one at ``after:model#N``
-    (the answer died in flight, see the module's docstring), none anywhere else (the baseline row too)."""
-    return 1 if str(point).startswith(f"after:{MODEL}") else 0
+# --- a matrix row: no crash, one, or a second one during the resume -----------------------------------------------
+def row_label(first: str | CrashPoint, then: str | CrashPoint | None = None) -> str:
+    """A matrix row's label: :data:`BASELINE`, a point, or ``FIRST + SECOND`` for a double crash."""
+    if str(first) == BASELINE:
+        return BASELINE
+    return str(CrashPoint.parse(first)) + ("" if then is None else THEN + str(CrashPoint.parse(then)))
+
+
+def row_points(label: str) -> tuple[CrashPoint, ...]:
+    """The crashes of a row, read from its label: none for :data:`BASELINE`, one, or two for a double crash."""
+    if label == BASELINE:
+        return ()
+    return tuple(CrashPoint.parse(part) for part in label.split(THEN.strip()))
+
+
+def allowed_repeats(label: str | CrashPoint) -> int:
+    """How many repeated model calls a correct agent may show in the row ``label`` (a point, a double crash's
+    label, or :data:`BASELINE`): one for each of its crashes at ``after:model#N`` (the answer died in flight, see
+    the module's docstring), none otherwise."""
+    crashes = (label,) if isinstance(label, CrashPoint) else row_points(label)
+    return sum(point.allowed_repeats for point in crashes)
+
+
+# --- the points a run passes through --------------------------------------------------------------------------------
+def _both(target: str, call: int | None = None) -> list[str]:
+    return [str(CrashPoint(when, target, call)) for when in WHENS]
 
 
 def default_points(model_calls: int = len(TOOL_ORDER) + 1) -> list[str]:
@@ -75,10 +145,9 @@ def default_points(model_calls: int = len(TOOL_ORDER) + 1) -> list[str]:
     tool, then the final answer) and three tool calls."""
     points: list[str] = []
     for n in range(1, model_calls + 1):
-        points += [f"before:{MODEL}{n}", f"after:{MODEL}{n}"]
+        points += _both(MODEL, n)
         if n <= len(TOOL_ORDER):
-            tool = TOOL_ORDER[n - 1]
-            points += [f"before:{tool}", f"after:{tool}"]
+            points += _both(TOOL_ORDER[n - 1])
     return points
 
 
@@ -89,7 +158,7 @@ def failure_points(tool: str) -> list[str]:
     do, undo = failure_path(tool)
     points = default_points(len(do))
     for step in undo:
-        points += [f"before:{step}", f"after:{step}"]
+        points += _both(step)
     return points
 
 
@@ -101,14 +170,40 @@ def check_on_path(point: str, failing: str | None = None) -> str:
     if crash.is_model_call:
         return str(crash)
     do, undo = failure_path(failing) if failing else (list(TOOL_ORDER), [])
-    if crash.op in do or crash.op in undo:
+    if crash.target in do or crash.target in undo:
         return str(crash)
     if failing is None:
-        raise ValueError(f"crash point {point!r}: {crash.op} is an undo step, called only when a step fails for "
+        raise ValueError(f"crash point {point!r}: {crash.target} is an undo step, called only when a step fails for "
                          f"good: give the failure too (--fail STEP, or fail= in Python; such as reserve_item)")
     raise ValueError(f"crash point {point!r}: when {failing} fails for good the order calls {', '.join(do)}, then "
-                     f"{', '.join(undo)}: {crash.op} is never called")
+                     f"{', '.join(undo)}: {crash.target} is never called")
 
 
-__all__ = ["ALLOWED_REPEAT", "FORMS", "FORMS_WITH_UNDO", "CrashPoint", "allowed_repeats", "check_crash_point", "check_on_path",
-           "default_points", "failure_points"]
+def double_crash_pairs(sample: int | None = 6, fail: str | None = None) -> list[tuple[str, str]]:
+    """Pairs (first crash, crash during the resume) that a correct resume always reaches: the second
+    point is at a tool that comes after the first point's step, so no durable record can skip it. With
+    ``fail``, the tools of the failure path (the do steps up to the failure, then the undo steps); a model
+    call is paired only for a do step (code that owns the undo asks the model nothing for it). ``sample``: that
+    many pairs, spread evenly over all of them (None: all)."""
+    if fail is None:
+        tools = list(TOOL_ORDER)
+    else:
+        do, undo = failure_path(check_failure(fail)[0])
+        tools = do + undo
+    pairs = []
+    for i, first_tool in enumerate(tools):
+        for later in tools[i + 1:]:
+            firsts = _both(first_tool)
+            if first_tool in TOOL_ORDER:
+                firsts.insert(0, str(CrashPoint("after", MODEL, i + 1)))
+            for first in firsts:
+                pairs.append((first, str(CrashPoint("after", later))))
+    if sample is not None and sample < len(pairs):
+        step = len(pairs) / sample
+        pairs = [pairs[int(k * step)] for k in range(sample)]
+    return pairs
+
+
+__all__ = ["ALLOWED_REPEAT", "BASELINE", "FORMS", "FORMS_WITH_UNDO", "MODEL", "THEN", "WHENS", "CrashPoint", "Moment",
+           "When", "allowed_repeats", "check_crash_point", "check_on_path", "default_points", "double_crash_pairs",
+           "failure_points", "row_label", "row_points"]

@@ -1,6 +1,46 @@
-"""The errors an agent process raises for what retrying cannot fix: each message says what went wrong and what
-to do. Every layer that an agent calls into (the model and tool clients, the engines' clients) raises these, so
-an agent file catches one family, prints one line and exits 2 (:func:`crashlab.agent.agent_main`)."""
+"""Every error the course raises on purpose, under one root, :class:`CrashlabError`: its message says what went
+wrong and what to do, so a command catches the root and prints one line (``error: ...``), never a traceback.
+The root and the agents' family are here; each other error lives beside the code that raises it:
+
+    CrashlabError
+    +-- AgentError                  an agent cannot fix it by retrying: an agent file catches this one family,
+    |   |                           prints one line and exits 2 (crashlab.agent.agent_main)
+    |   +-- WorldNotRunning         no world's address in the environment, or none answering there
+    |   +-- DiskFull                a record could not be written: the disk is full
+    |   +-- MalformedToolCall       the model asked for a tool that does not exist, or with bad arguments
+    |   +-- CallFailed              a request to the world failed (status, error type, retryable, permanent)
+    |   |   +-- ToolCallFailed      ... to a service
+    |   |   +-- ModelCallFailed     ... to the model
+    |   +-- TemporalUnavailable     crashlab.engines.temporal.client: no Temporal server to reach
+    |   +-- RestateUnavailable      crashlab.engines.restate.client: no Restate server to reach
+    |   +-- OrderLocked             crashlab.eventlog: another process holds the order's lock
+    |   +-- LessonOneNotReady       crashlab.release.templates.own_lesson01 (a release's answers.lesson01): the
+    |                               learner's lesson 1 files, which lessons 2 and 7 run, are missing or unanswered
+    +-- ServerError                 a server the course starts could not be found, started, reached or stopped
+    |   +-- TemporalServerError     crashlab.engines.temporal (each engine's own: its registry entry names it)
+    |   +-- RestateServerError      crashlab.engines.restate
+    |   +-- PostgresError           crashlab.engines.postgres: the throwaway PostgreSQL
+    +-- CorruptLogError             crashlab.eventlog: a complete line of lesson 1's log cannot be read
+    +-- WorldError                  crashlab.world.errors: the world could not be started, reached or stopped
+    +-- LedgerError                 crashlab.world.ledger: a ledger file is missing, unreadable or corrupt
+    +-- InvalidRequest              crashlab.world.policy: not a valid Messages API conversation (a 400)
+    +-- LauncherError               crashlab.harness.launcher: the warm launcher could not start or fork
+    +-- RowsStopped                 crashlab.harness.runs: the crash test is being stopped (Ctrl-C)
+    +-- BenchError                  crashlab.engines.workload: a benchmark row could not be measured (its note)
+    +-- GradingError                crashlab.grading.report: the file cannot be graded
+    +-- SubjectGone                 crashlab.grading.proxies: the process running the student's code is gone
+    +-- ReleaseError                crashlab.release.student: the release cannot be made where asked
+    +-- UsageError                  crashlab.cli.args: options that do not go together
+    +-- OutputError                 crashlab.plumbing.outputs: the output would replace a file the command did not write
+    +-- SandboxError                crashlab.plumbing.sandbox_users: privileges could not be dropped
+    +-- ViewError                   crashlab.plumbing.sandbox_view: a sandboxed process's view could not be built
+    +-- PortTaken                   crashlab.plumbing.ports: another process took the port first
+    +-- FinishExerciseFirst         crashlab.lessons.notebook: a demonstration waits for an exercise (one line)
+
+Each also keeps the built-in base it had before the root existed (``RuntimeError``; ``ValueError`` for
+``InvalidRequest``, ``UsageError`` and ``OutputError``), so code that catches those still catches them. Not in the
+tree, on purpose: ``crashlab.grading.proxies.StudentCodeError``, the stand-ins for what a student's code raised.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +51,11 @@ HOW_TO_START = ("start one with `crashlab world start`, or in Python with "
                 "`world = crashlab.World.start()` and run the agent with `env=world.env()`")
 
 
-class AgentError(RuntimeError):
+class CrashlabError(Exception):
+    """The root of every error the course raises on purpose (the tree is in this module's docstring)."""
+
+
+class AgentError(CrashlabError, RuntimeError):
     """An error an agent cannot fix by retrying: the message says what went wrong and what to do."""
 
 
@@ -74,4 +118,10 @@ class ModelCallFailed(CallFailed):
     RETRY_LATER = 429
 
 
-__all__ = ["DISK_FULL", "HOW_TO_START", "AgentError", "CallFailed", "DiskFull", "MalformedToolCall", "ModelCallFailed", "ToolCallFailed", "WorldNotRunning"]
+class ServerError(CrashlabError, RuntimeError):
+    """A server the course starts (an engine's, PostgreSQL) could not be found, started, reached or stopped. Each
+    engine's server raises its own subclass (its registry entry names it); the message says what to do."""
+
+
+__all__ = ["DISK_FULL", "HOW_TO_START", "AgentError", "CallFailed", "CrashlabError", "DiskFull", "MalformedToolCall",
+           "ModelCallFailed", "ServerError", "ToolCallFailed", "WorldNotRunning"]

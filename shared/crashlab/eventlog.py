@@ -19,11 +19,11 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from crashlab.errors import AgentError, DiskFull
+from crashlab.errors import AgentError, CrashlabError, DiskFull
 from crashlab.plumbing.diskfull import disk_full, full_disk_message
 
 
-class CorruptLogError(RuntimeError):
+class CorruptLogError(CrashlabError, RuntimeError):
     """A complete line of the log cannot be read: the log was damaged, not merely cut short."""
 
 

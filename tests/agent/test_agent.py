@@ -18,6 +18,7 @@ import pytest
 from crashlab import agent
 from crashlab.agent import (MalformedToolCall, ModelCallFailed, ToolCallFailed, WorldNotRunning, call_tool,
                             validate_tool_call)
+from crashlab.envnames import ENV_MODEL_URL, ENV_SERVICES_URL, ENV_STATE_DIR
 from crashlab.harness import run_agent, run_python
 from crashlab.errors import HOW_TO_START
 from crashlab.order import AMOUNT, ORDER_ID, SKU, TOOLS, order_task
@@ -26,23 +27,7 @@ from crashlab.world import World
 AGENTS = Path(__file__).parents[1] / "agents"
 NAIVE = AGENTS / "naive_agent.py"
 LOGGED = AGENTS / "logged_agent.py"
-ENV_VARS = ("CRASHLAB_MODEL_URL", "CRASHLAB_SERVICES_URL", "CRASHLAB_STATE_DIR", "CRASHLAB_CRASH_AT",
-            "CRASHLAB_CRASH_MARKER", "CRASHLAB_REAL_MODEL")
-
-
-@pytest.fixture
-def no_world_env(monkeypatch):
-    for name in ENV_VARS:
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def world(tmp_path, monkeypatch, no_world_env):
-    """A running world whose endpoints this (test) process uses, with no crash point set."""
-    with World.start(tmp_path / "world") as world:
-        for name in ("CRASHLAB_MODEL_URL", "CRASHLAB_SERVICES_URL", "CRASHLAB_STATE_DIR"):
-            monkeypatch.setenv(name, world.env()[name])
-        yield world
+WORLD_ENV = (ENV_MODEL_URL, ENV_SERVICES_URL, ENV_STATE_DIR)  # where an agent finds the world
 
 
 def closed_port() -> int:
@@ -88,6 +73,7 @@ def test_malformed_call_is_rejected_before_any_network(no_world_env, monkeypatch
         call_tool("charge_card", {"order_id": ORDER_ID, "amount": False})
 
 
+@pytest.mark.usefixtures("world_env")  # the agent's clients in this process find the world
 def test_malformed_call_through_call_tool_causes_no_effect(world):
     for name, args in [("refund_card", {"order_id": ORDER_ID}), ("charge_card", {"order_id": ORDER_ID}),
                        ("charge_card", {"order_id": ORDER_ID, "amount": True})]:
@@ -98,6 +84,7 @@ def test_malformed_call_through_call_tool_causes_no_effect(world):
 
 # --- call_tool against a world -------------------------------------------------------------------
 
+@pytest.mark.usefixtures("world_env")  # the agent's clients in this process find the world
 def test_call_tool_makes_one_effect_per_call_without_a_key(world):
     first = agent.send_confirmation(ORDER_ID)
     second = agent.send_confirmation(ORDER_ID)
@@ -107,6 +94,7 @@ def test_call_tool_makes_one_effect_per_call_without_a_key(world):
     assert "replayed" not in second
 
 
+@pytest.mark.usefixtures("world_env")  # the agent's clients in this process find the world
 def test_call_tool_with_a_key_replays(world):
     first = agent.charge_card(ORDER_ID, AMOUNT, idempotency_key="order-ORD-8842-charge")
     again = agent.charge_card(ORDER_ID, AMOUNT, idempotency_key="order-ORD-8842-charge")
@@ -116,6 +104,7 @@ def test_call_tool_with_a_key_replays(world):
     assert effect["id"] == first["id"]
 
 
+@pytest.mark.usefixtures("world_env")  # the agent's clients in this process find the world
 def test_call_tool_reports_a_lost_ack_as_tool_call_failed(world):
     world.inject("lost_ack:reserve_item")
     with pytest.raises(ToolCallFailed, match="may or may not have happened"):
@@ -126,6 +115,7 @@ def test_call_tool_reports_a_lost_ack_as_tool_call_failed(world):
     assert world.audit().counts["reservation"] == 1
 
 
+@pytest.mark.usefixtures("world_env")  # the agent's clients in this process find the world
 def test_call_tool_reports_a_service_error_as_tool_call_failed(world):
     agent.charge_card(ORDER_ID, AMOUNT, idempotency_key="k")
     with pytest.raises(ToolCallFailed, match="400.*idempotency_error"):
@@ -133,6 +123,7 @@ def test_call_tool_reports_a_service_error_as_tool_call_failed(world):
     assert world.audit().counts["charge"] == 1
 
 
+@pytest.mark.usefixtures("world_env")  # the agent's clients in this process find the world
 @pytest.mark.parametrize("key", ["", "   ", 42])
 def test_an_empty_or_non_string_key_raises_before_any_effect(world, key):
     with pytest.raises(ValueError, match="idempotency_key"):
@@ -267,6 +258,7 @@ def test_agent_main_prints_a_broken_connection_as_one_line(no_world_env, monkeyp
 
 # --- the model client ------------------------------------------------------------------------------
 
+@pytest.mark.usefixtures("world_env")  # the agent's clients in this process find the world
 def test_model_client_talks_to_the_world_without_hidden_retries(world):
     client = agent.model_client()
     assert client.sdk.max_retries == 0
@@ -322,7 +314,7 @@ def test_malformed_reply_stops_the_agent_with_one_clear_error(tmp_path, kind, me
 
 # --- a damaged event log through a whole agent process ---------------------------------------------
 
-def test_a_damaged_line_in_the_log_stops_the_agent_with_one_clear_error(tmp_path, no_world_env):
+def test_a_damaged_line_in_the_log_stops_the_agent_with_one_clear_error(tmp_path, no_world_env, world):
     """Lesson 1's logged agent reads its log before anything else; a damaged line in the middle (not a torn
     tail) is a CorruptLogError, which the agent prints as one line, exit code 2 -- no traceback."""
     state = tmp_path / "agent"
@@ -332,11 +324,11 @@ def test_a_damaged_line_in_the_log_stops_the_agent_with_one_clear_error(tmp_path
     result = {"type": "result", "tool_use_id": "toolu_1", "result": {"status": "succeeded"}}
     (state / f"{ORDER_ID}.jsonl").write_text(json.dumps(decision) + "\n" + '{"type": "resu\x00lt", ' + "\n"
                                              + json.dumps(result) + "\n")
-    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS and k != "CRASHLAB_GRADING_LESSON"}
-    with World.start(tmp_path / "world") as world:  # (with no world at all, the agent says that first)
-        run = run_python([LOGGED, "--order", ORDER_ID], env={**env, **world.env(), "CRASHLAB_STATE_DIR": str(state)},
-                         timeout=60)
-        assert world.audit().model_calls == 0
+    env = {k: v for k, v in os.environ.items() if k not in WORLD_ENV and k != "CRASHLAB_GRADING_LESSON"}
+    # (with no world at all, the agent says that first)
+    run = run_python([LOGGED, "--order", ORDER_ID], env={**env, **world.env(), "CRASHLAB_STATE_DIR": str(state)},
+                     timeout=60)
+    assert world.audit().model_calls == 0
     assert run.returncode == 2, run.stderr
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: "), run.stderr

@@ -33,7 +33,7 @@ AGENT = [
     "validate_tool_call", "warm_up_sdk"
 ]
 LESSONS = [
-    "AMOUNT", "AgentError", "BASELINE", "CrashTestAgents", "MAX_TOKENS", "MODEL", "Matrix", "Needs", "ORDER_ID",
+    "AMOUNT", "ENGINES", "AgentError", "BASELINE", "CrashTestAgents", "MAX_TOKENS", "MODEL", "Matrix", "Needs", "ORDER_ID",
     "RestateServer", "RestateServerError", "RunningAgent", "SKU", "TOOLS", "TOOLS_WITH_UNDO", "TemporalServer",
     "TemporalServerError", "ToolCallFailed", "UNDO_TOOLS", "WarmLauncher", "World", "admin_sql", "agent_main",
     "call_handler", "call_tool", "charge_card", "checkpoint_writes", "connect", "crash_row", "crash_test",
@@ -41,12 +41,12 @@ LESSONS = [
     "fresh_world", "in_own_loop", "interview", "invocation_row", "journal_entry_types", "kept_launcher", "list_charges", "markdown_table",
     "matrix_heatmap", "median_recovery",
     "model_client", "namespace_for", "needs_exercise", "on_reference_answers", "order_details", "order_task",
-    "postgres_available", "reference_matrices", "reference_value", "remove_scratch", "replay_verdict",
+    "postgres_available", "read_record", "reference_matrices", "reference_value", "remove_scratch", "replay_verdict",
     "reserve_item", "resolve_awakeable", "restate_lesson", "run_agent", "run_benchmark", "run_python",
     "seconds_per_step", "send_confirmation", "show_figure", "show_log", "show_run", "start_agent", "state_dir",
     "step_result", "stop_worlds", "stopped_before", "temporal_activities", "terminal_summary", "throwaway_postgres", "timeline",
     "undo_steps", "use_quiet_runtime",
-    "variant", "work_in_lesson_folder", "world_service"
+    "variant", "work_in_lesson_folder", "world_service", "zombie_cost"
 ]
 
 
@@ -84,3 +84,23 @@ def test_a_master_imports_the_lessons_face_and_its_agent_files_the_agent_face(ma
                   if module != face and not (agent_file and re.fullmatch(r"crashlab\.answers\.lesson\d\d", module))]
     assert not wrong, f"{master.name} imports past its face: {sorted(set(wrong))}"
 
+
+
+AGENT_NEVER_LOADS = ("crashlab.world", "crashlab.harness", "crashlab.grading", "crashlab.lessons", "crashlab.report",
+                     "crashlab.plumbing.sandbox")
+
+
+@pytest.mark.parametrize("code", ["import crashlab.agent",
+                                  "from crashlab.agent import connect, attach, append_event, agent_main"])
+def test_an_agent_process_loads_nothing_of_the_world_the_harness_or_the_grader(code):
+    """What import-linter checks in the source, checked at run time in a fresh interpreter: an agent file's import,
+    its engine's client included, loads no module of the world, the harness, the grader or the sandbox."""
+    import subprocess
+    import sys
+
+    shown = "import sys; print('\\n'.join(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", f"{code}; {shown}"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = [m for m in done.stdout.split() if m.startswith(AGENT_NEVER_LOADS)]
+    assert loaded == [], f"{code!r} loaded {loaded}"
+    assert "crashlab.agent" in done.stdout.split()

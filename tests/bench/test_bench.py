@@ -130,7 +130,7 @@ def test_an_integration_named_alone_brings_its_engines_row(tmp_path, monkeypatch
     right after its engine's own row, put there when not named; the table says which pair each ratio is of;
     the default run is the engines' own rows only."""
     from crashlab.bench import run as bench_run
-    from crashlab.bench.common import INTEGRATIONS
+    from crashlab.engines.registry import integrations
 
     per_step = {"floor": 0.5, "temporal": 20.0, "temporal+pydantic-ai": 60.0}
     monkeypatch.setattr(bench_run, "availability", lambda engine: None)
@@ -141,13 +141,15 @@ def test_an_integration_named_alone_brings_its_engines_row(tmp_path, monkeypatch
                                                "restate+pydantic-ai"]
     assert "Pydantic AI on Temporal: 3.0 x temporal's per step" in result.table()
     assert "Pydantic AI on Restate, beside restate (not both measured)" in result.row("restate+pydantic-ai").note
-    assert INTEGRATIONS == ("langgraph-functional", "dbos+pydantic-ai", "temporal+pydantic-ai", "restate+pydantic-ai")
-    assert not set(bench.ENGINES) & set(INTEGRATIONS)
+    assert integrations() == ("langgraph-functional", "dbos+pydantic-ai", "temporal+pydantic-ai", "restate+pydantic-ai")
+    assert not set(bench.engine_rows()) & set(integrations())
 
 
 @pytest.mark.timeout(60)
 def test_engines_that_cannot_run_become_rows_with_a_reason(tmp_path, monkeypatch):
-    monkeypatch.setattr(bench, "postgres_available", lambda: (False, "no PostgreSQL on this machine (test)"))
+    from crashlab.engines import postgres
+
+    monkeypatch.setattr(postgres, "postgres_available", lambda: (False, "no PostgreSQL on this machine (test)"))
     result = bench.run_benchmark(steps=3, repeats=1, engines=["dbos-postgres", "no-such-engine"], workdir=tmp_path,
                                  progress=False, recovery=False)
     assert [r.engine for r in result.rows] == ["floor", "dbos-postgres", "no-such-engine"]  # the floor is added
@@ -190,13 +192,7 @@ def test_command_line_writes_the_json(tmp_path, capsys):
 def test_restate_is_measured_on_a_real_server_and_resumes_from_its_journal(tmp_path):
     """One Restate server for the run, stopped after it; the per-step ratio is to this run's floor; the new
     endpoint process replays the journal and runs only the killed step and the rest."""
-    from crashlab.engines import restate as restate_server
-    from crashlab.bench import common
     from restate_or_skip import restate_or_skip
-
-    # the children read the bench's server under the names the course's Restate agents read
-    assert (common.ENV_RESTATE_INGRESS, common.ENV_RESTATE_ADMIN) == (restate_server.ENV_RESTATE_INGRESS,
-                                                                      restate_server.ENV_RESTATE_ADMIN)
 
     restate_or_skip()
     # (t(N steps) - t(1 step)) / (N - 1): with N = 6 the invocation's own jitter (a few ms) could exceed five steps

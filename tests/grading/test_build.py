@@ -111,26 +111,51 @@ def test_result_command_exit_codes(tmp_path):
     assert (run("a"), run("b"), run("missing")) == (0, 1, 2)
 
 
+AGENT_FILE = re.compile(r'"(\w+\.py)"')
+# What sets a scene apart from a plain run: a world fault it injects, a variable it gives the agent.
+CONDITION = re.compile(r'inject\("(\w+)"|"([A-Z][A-Z0-9_]{2,})"')
+
+
+def _conditions(source: str) -> set[str]:
+    return {fault or name for fault, name in CONDITION.findall(source)}
+
+
 @pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.name)
-def test_nbval_skips_only_crash_matrices_the_grading_tests_run_on_the_master(master):
-    """nbval over the masters skips a cell only when it re-runs a crash matrix of an agent that the lesson's
-    matrix checks grade (tests/grading/test_grading_all.py runs those on the master), or only prints or plots what
-    such a cell produced. Anything else a master does, nbval runs."""
+def test_nbval_skips_only_what_the_grading_tests_run_on_the_master(master):
+    """nbval over the masters skips a cell only when the grading tests run the same on the master
+    (tests/grading/test_grading_all.py runs every check and matrix check there): a crash matrix of an agent that the
+    lesson's matrix checks grade (named in the cell, or through a name an earlier cell bound to agent files), a
+    scene that one of the lesson's graded checks plays too (an agent the check runs, under a world fault or a
+    variable the check sets), or a cell that only prints or plots what such a matrix produced. Anything else a
+    master does, nbval runs."""
     nb = nbformat.read(master, as_version=4)
     graded_agents = {check["agent"] for check in nb.metadata.get("crashlab", {}).get("matrix_checks", [])}
+    checks = [c.source for c in nb.cells if c.cell_type == "code" and is_test_cell(c)]
+    bound: dict[str, set[str]] = {}  # a name an earlier cell bound to agent files (DURABLE = {"Temporal": ...})
     produced: set[str] = set()
     for cell in nb.cells:
-        if cell.cell_type != "code" or "nbval-skip" not in cell.metadata.get("tags", []):
+        if cell.cell_type != "code":
+            continue
+        if "nbval-skip" not in cell.metadata.get("tags", []):
+            for name, value in re.findall(r"^([A-Z_]+) = (.*)$", cell.source, re.M):
+                if AGENT_FILE.search(value):
+                    bound[name] = set(AGENT_FILE.findall(value))
             continue
         assert "skip-when-grading" in cell.metadata.get("tags", []), f"{master.name}: {cell.source[:80]!r}"
-        runs = set(re.findall(r'crash_test\("([^"]+)"', cell.source))
-        names = set(re.findall(r"\b([a-z_]+)\b", cell.source))
-        if runs:
-            assert runs <= graded_agents, f"{master.name}: nbval skips a matrix no grading test runs: {runs}"
-            produced |= set(re.findall(r"^(\w+) = crash_test\(", cell.source, re.M))
-        else:
-            assert names & produced, f"{master.name}: nbval skips a cell that is not about a graded matrix: " \
-                                     f"{cell.source[:80]!r}"
+        names = set(re.findall(r"\b(\w+)\b", cell.source))
+        if "crash_test(" in cell.source:
+            runs = set(re.findall(r'crash_test\("([^"]+)"', cell.source)).union(
+                *(bound[name] for name in names & set(bound)))
+            assert runs and runs <= graded_agents, f"{master.name}: nbval skips a matrix no grading test runs: " \
+                                                   f"{runs or cell.source[:80]!r}"
+            produced |= set(re.findall(r"^(\w+) = (?:\{.*)?crash_test\(", cell.source, re.M))
+            continue
+        agents, conditions = set(AGENT_FILE.findall(cell.source)), _conditions(cell.source)
+        replayed = agents and conditions and any(agents & set(AGENT_FILE.findall(check))
+                                                  and conditions & _conditions(check) for check in checks)
+        assert replayed or names & produced, \
+            f"{master.name}: nbval skips a cell that is not about a graded matrix or a scene a check plays: " \
+            f"{cell.source[:80]!r}"
 
 
 @pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.name)

@@ -16,6 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from crashlab.engines import registry
 from crashlab.plumbing import sandbox as sandboxes
 from crashlab.grading.batch import discover
 from crashlab.grading.gradescope import find_submitted
@@ -92,7 +93,8 @@ def test_a_student_process_inherits_an_allow_list_while_grading(monkeypatch):
     for secret in ("ANTHROPIC_API_KEY", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "CRASHLAB_BUNDLE_KEY",
                    "CRASHLAB_GRADER_TOKEN", "OLDPWD"):
         monkeypatch.setenv(secret, "s3cret-" + secret)
-    env = sandboxes.child_env({**os.environ, "DURABILITY": "sync", "CRASHLAB_MODEL_URL": "http://127.0.0.1:1"})
+    env = sandboxes.child_env({**os.environ, "DURABILITY": "sync", "CRASHLAB_MODEL_URL": "http://127.0.0.1:1"},
+                              engines=registry.student_env())
     assert not [k for k, v in env.items() if v.startswith("s3cret-")], env
     assert env["DURABILITY"] == "sync", "what the trusted caller set for this run is kept"
     assert env["CRASHLAB_MODEL_URL"] == "http://127.0.0.1:1" and env["PATH"] == os.environ["PATH"]
@@ -102,7 +104,7 @@ def test_outside_grading_a_learner_keeps_their_own_environment(monkeypatch):
     monkeypatch.delenv("CRASHLAB_GRADING_LESSON", raising=False)
     monkeypatch.delenv("CRASHLAB_SANDBOX", raising=False)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "the-learners-own")
-    assert sandboxes.child_env(dict(os.environ))["ANTHROPIC_API_KEY"] == "the-learners-own"
+    assert sandboxes.child_env(dict(os.environ), engines=registry.student_env())["ANTHROPIC_API_KEY"] == "the-learners-own"
 
 
 # --- the judge imports only what it means to ----------------------------------------------------------------------

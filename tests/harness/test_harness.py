@@ -30,15 +30,6 @@ HANG = AGENTS / "hang_agent.py"
 HANG_WITH_CHILDREN = AGENTS / "hang_with_children_agent.py"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def no_crash_env():
-    """The harness sets crash points for its children; none may leak in from the test run's own env."""
-    with pytest.MonkeyPatch.context() as mp:
-        for name in ("CRASHLAB_CRASH_AT", "CRASHLAB_CRASH_MARKER", "CRASHLAB_REAL_MODEL"):
-            mp.delenv(name, raising=False)
-        yield
-
-
 @pytest.fixture(scope="module")
 def naive_row(tmp_path_factory):
     """``naive_row(point)``: the naive agent's crash row at ``point``, run once per module."""
@@ -120,14 +111,25 @@ def test_after_a_model_call_exactly_one_repeat_is_allowed(naive_row):
     assert row.ok
 
 
-@pytest.mark.parametrize("point", ["before:model#9", "before:refund"])
-def test_a_point_never_reached_is_a_problem(tmp_path, point):
+def test_a_point_never_reached_is_a_problem(tmp_path):
+    point = "before:model#9"
     row = crash_row(NAIVE, point, workdir=tmp_path)
     assert not row.reached
     assert [run.returncode for run in row.runs] == [0]  # it ran to the end, no resume
     assert row.problems == [f"{point}: crash point never reached (the agent finished without passing through it)"]
     assert not row.ok
     assert row.recovery_s is None
+
+
+def test_a_point_no_run_can_reach_is_refused_in_one_line_before_any_run(tmp_path):
+    """A tool that does not exist is no point at all: the one type refuses it, the row and the world alike, rather
+    than a whole run reporting it never reached."""
+    with pytest.raises(ValueError, match="unknown tool 'refund': did you mean before:refund_charge"):
+        crash_row(NAIVE, "before:refund", workdir=tmp_path)
+    from crashlab.world import World
+
+    with pytest.raises(ValueError, match="unknown tool"):  # refused before the world is asked anything
+        World(tmp_path, port=1, pid=0).arm_crash("after:refund", run=object())
 
 
 def test_a_row_in_a_folder_not_made_yet_makes_it():

@@ -12,12 +12,6 @@ from crashlab.world import World
 AGENTS = Path(__file__).parents[1] / "agents"
 
 
-@pytest.fixture(scope="module")
-def launcher():
-    with WarmLauncher() as warm:
-        yield warm
-
-
 def test_warm_children_are_new_processes_killed_for_real(tmp_path, launcher):
     with World.start(tmp_path / "w") as world:
         first = run_agent(AGENTS / "naive_agent.py", world, crash_at="after:charge_card", launcher=launcher)

@@ -19,7 +19,6 @@ import pytest
 from crashlab import agent
 from crashlab.world.audit import Audit
 from crashlab.harness import BASELINE, Matrix, Row, crash_test, double_crash_pairs, judge, resolve_points
-from crashlab.harness.launcher import WarmLauncher
 from crashlab.crash_points import allowed_repeats, check_crash_point, failure_points
 from crashlab.order import (ALL_TOOLS, COMPENSATION_TOOLS, ORDER_ID, TOOLS, TOOLS_WITH_UNDO, check_failure, failure_path,
                             order_task, undo_request, undo_task)
@@ -196,21 +195,8 @@ def test_judge_and_table_through_the_failure_path():
 
 
 # --- the world: permanent failures, undo services, key lifetime -----------------------------------------------------
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    with World.start(tmp_path_factory.mktemp("compensation") / "world") as world:
-        yield world
-
-
-@pytest.fixture
-def services(world, monkeypatch):
-    for key, value in world.env().items():
-        monkeypatch.setenv(key, value)
-    return world
-
-
-def test_a_step_fails_for_good_for_one_order_only_and_is_not_retryable(services):
-    world = services
+def test_a_step_fails_for_good_for_one_order_only_and_is_not_retryable(world_env):
+    world = world_env
     world.fail_permanently("ORD-101", "reserve_item")
     assert {"order_id": "ORD-101", "tool": "reserve_item", "reason": "out_of_stock"} in world.permanent_failures()
     agent.charge_card("ORD-101", 49.99, idempotency_key="ORD-101:1")
@@ -247,23 +233,23 @@ def test_bad_failures_and_key_lifetimes_are_one_line_errors(world):
             World.start(key_lifetime=lifetime)
 
 
-def test_undo_services_have_keys_of_their_own(services):
+def test_undo_services_have_keys_of_their_own(world_env):
     order = "ORD-103"
     agent.charge_card(order, 49.99, idempotency_key=f"{order}:1")
     first = agent.refund_charge(order, 49.99, idempotency_key=f"{order}:undo:refund_charge")
     again = agent.refund_charge(order, 49.99, idempotency_key=f"{order}:undo:refund_charge")
     assert again["replayed"] and again["id"] == first["id"] and first["object"] == "refund"
     agent.send_cancellation(order, idempotency_key=f"{order}:undo:send_cancellation")
-    assert services.audit(order).verdict == "cleanly undone"
+    assert world_env.audit(order).verdict == "cleanly undone"
     agent.refund_charge(order, 49.99)  # no key: a second refund
-    audit = services.audit(order)
+    audit = world_env.audit(order)
     assert audit.verdict == "inconsistent" and audit.counts["refund"] == 2 and audit.duplicates == 1
 
 
-def test_the_model_decides_to_undo_when_offered_the_tools(services):
+def test_the_model_decides_to_undo_when_offered_the_tools(world_env):
     """Who decides, the model: told "out of stock", it picks the refund and the cancellation itself."""
     order = "ORD-104"
-    services.fail_permanently(order, "out_of_stock")
+    world_env.fail_permanently(order, "out_of_stock")
     client, messages = agent.model_client(), [{"role": "user", "content": order_task(order)}]
     for _ in range(6):
         reply = client.messages.create(model=agent.MODEL, max_tokens=400, tools=TOOLS_WITH_UNDO, messages=messages)
@@ -277,7 +263,7 @@ def test_the_model_decides_to_undo_when_offered_the_tools(services):
         except agent.ToolCallFailed as exc:
             assert exc.permanent
             messages.append(agent.tool_error_message(use["id"], exc))
-    audit = services.audit(order)
+    audit = world_env.audit(order)
     assert (audit.verdict, audit.model_calls, audit.final_answer_served) == ("cleanly undone", 5, True)
     assert "has been undone" in content[0]["text"]
 
@@ -295,12 +281,6 @@ def test_a_key_older_than_its_lifetime_is_forgotten(tmp_path, monkeypatch):
 
 
 # --- the crash matrix through the failure path --------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def launcher():
-    with WarmLauncher() as warm:
-        yield warm
-
-
 @pytest.fixture(scope="module")
 def lesson_agents(tmp_path_factory) -> Path:
     """The compensation lesson's files as its master writes them: the saga on the log (compensating_agent.py)

@@ -23,6 +23,7 @@ import pytest
 
 from crashlab.harness import crash_test
 from crashlab.harness.launcher import WarmLauncher
+from crashlab.engines import registry
 from crashlab.engines.needs import Needs
 from master_files import replace_in, write_master_files
 
@@ -47,9 +48,9 @@ class Engine:
 
 
 ENGINES = {
-    "langgraph": Engine("langgraph_saga_agent.py", ("langgraph.graph", "langgraph.checkpoint.sqlite")),
-    "dbos": Engine("dbos_saga_agent.py", ("dbos",)),
-    "temporal": Engine("temporal_saga_agent.py", ("temporalio.client", "temporalio.worker"), needs="temporal"),
+    "langgraph": Engine("langgraph_saga_agent.py", registry.ENGINES["langgraph"].imports),
+    "dbos": Engine("dbos_saga_agent.py", registry.ENGINES["dbos"].imports),
+    "temporal": Engine("temporal_saga_agent.py", registry.ENGINES["temporal"].imports, needs="temporal"),
 }
 
 

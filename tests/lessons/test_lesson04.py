@@ -9,29 +9,16 @@ import nbformat
 import pytest
 
 from crashlab.grading.grade import score_matrix_check
-from master_files import matrix_check, replace_in as _replace, write_master_files
+from master_files import matrix_check, replace_in as _replace
 from crashlab.harness import crash_row, run_agent
-from crashlab.harness.launcher import WarmLauncher
+from crashlab.engines.registry import ENGINES
 from crashlab.engines.postgres import postgres_available, throwaway_postgres
 from crashlab.world import World
 
 ROOT = Path(__file__).resolve().parents[2]
 MASTER = ROOT / "solutions" / "04_dbos.ipynb"
 AGENT = "dbos_agent.py"
-
-
-@pytest.fixture(scope="module")
-def launcher():
-    with WarmLauncher(preload=("dbos",)) as warm:
-        yield warm
-
-
-@pytest.fixture
-def lesson_files(tmp_path):
-    """The files the master notebook writes, in a scratch folder."""
-    nb = write_master_files(MASTER, tmp_path)
-    assert (tmp_path / AGENT).is_file() and (tmp_path / "dbos_steps.py").is_file()
-    return tmp_path, nb
+PRELOAD = ENGINES["dbos"].imports  # what the module's launcher imports (conftest.py's launcher)
 
 
 def test_the_graded_matrix_is_every_point_with_two_resumers():

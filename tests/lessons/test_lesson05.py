@@ -28,7 +28,7 @@ def temporal(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def lesson_files():
+def master_sources():
     """The files the master notebook writes (what the lesson teaches), with the solutions in."""
     files = written_files(nbformat.read(MASTER, as_version=4))
     missing = [name for name in AGENT_FILES if name not in files]
@@ -97,8 +97,8 @@ def test_server_dies_with_its_parent(tmp_path):
     assert not probe.is_ready(), "the server outlived the process that started it"
 
 
-def test_worker_against_a_down_server_fails_fast_and_clearly(tmp_path, lesson_files):
-    agent = write_agent(tmp_path / "agent", lesson_files)
+def test_worker_against_a_down_server_fails_fast_and_clearly(tmp_path, master_sources):
+    agent = write_agent(tmp_path / "agent", master_sources)
     with World.start(tmp_path / "world") as world:
         run = run_agent(agent, world, timeout=30, extra_env={ENV_TEMPORAL_ADDRESS: f"127.0.0.1:{free_port()}"})
     assert run.returncode == 2 and not run.timed_out, run.stderr[-500:]
@@ -144,8 +144,8 @@ UUID_KEY = [
     ("random in the workflow", {"order_workflow": RANDOM_IN_BODY}, "before:model#1"),
     ("uuid4 idempotency key", {"order_activities": UUID_KEY}, "after:charge_card"),
 ])
-def test_known_wrong_answers_score_less(temporal, tmp_path, lesson_files, name, wrong, points):
-    write_agent(tmp_path, lesson_files, **wrong)
+def test_known_wrong_answers_score_less(temporal, tmp_path, master_sources, name, wrong, points):
+    write_agent(tmp_path, master_sources, **wrong)
     check = {"name": "ex2_crash_matrix", "agent": "temporal_agent.py", "expect": "durable", "points": 4,
              "crash_points": points, "jobs": 2, "timeout": 40, "preload": list(PRELOAD)}
     result = score_matrix_check(check, tmp_path)
@@ -153,12 +153,12 @@ def test_known_wrong_answers_score_less(temporal, tmp_path, lesson_files, name, 
     assert points in result.output or "(no crash)" in result.output, result.output
 
 
-def test_right_answer_scores_full_on_the_same_check(tmp_path, lesson_files, monkeypatch):
+def test_right_answer_scores_full_on_the_same_check(tmp_path, master_sources, monkeypatch):
     """The control for the test above, through the grader's own path: the master's matrix check (which
     names "needs": "temporal", so the grader starts a server) reduced to one crash point, on the
     reference files, scores full -- with no server address in this process's environment."""
     monkeypatch.delenv(ENV_TEMPORAL_ADDRESS, raising=False)
-    write_agent(tmp_path, lesson_files)
+    write_agent(tmp_path, master_sources)
     [check] = nbformat.read(MASTER, as_version=4).metadata["crashlab"]["matrix_checks"]
     assert check["needs"] == "temporal" and check["agent"] == "temporal_agent.py"
     check = {**check, "crash_points": "after:charge_card"}

@@ -64,9 +64,9 @@ def test_matrices_run_two_at_once_longest_first_and_come_back_in_the_lessons_ord
         def prepare(self, specs):
             prepared.extend(spec.get("needs") for spec in specs if spec.get("needs"))
 
-    def fake_crash_test(agent, points, *, preload, **kwargs):
+    def fake_crash_test(agent, options, **kwargs):
         with lock:
-            started.append((Path(agent).name, preload))
+            started.append((Path(agent).name, options.preload))
             running.append(agent)
             most[0] = max(most[0], len(running))
         time.sleep(0.2)
@@ -82,7 +82,8 @@ def test_matrices_run_two_at_once_longest_first_and_come_back_in_the_lessons_ord
     assert [(lesson, spec["title"]) for lesson, spec, _ in got] == [(m, s["title"]) for m, s in specs]
     assert [matrix for _, _, matrix in got] == [f"matrix of {s['agent']}" for _, s in specs]
     assert most[0] == 2 and prepared == ["temporal"]
-    assert started[0] == ("dbos_agent.py", ("dbos",))  # the one with a server to wait on, first
+    # the one with a server to wait on, first; its launcher preloads what it names and what its server's engine imports
+    assert started[0] == ("dbos_agent.py", ("dbos", *ENGINES["temporal"].imports))
     assert ("graph_agent.py", ENGINES["langgraph"].imports) in started and ("plain_agent.py", ()) in started
 
 
@@ -114,7 +115,8 @@ def test_a_durable_agent_failing_on_a_loaded_machine_is_run_again_alone_and_neve
     monkeypatch.setattr(demo, "_load_average", lambda: loads[min(phase["n"], 1)])
     calls = []
 
-    def fake_crash_test(agent, points, **kwargs):
+    def fake_crash_test(agent, options, **kwargs):
+        points = options.points
         calls.append((Path(agent).name, points))
         if Path(agent).name == "plain_agent.py":
             return fake_matrix(agent, "observe", ["after:model#1"], {"after:model#1"})

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from crashlab.report.figures import DPI, DPI_KEY, FONT_KEY, MIN_PT, WIDTH_PX, png, png_size, png_text, smallest_font
-from test_report import AGENTS, NAIVE, matrix  # matrices built by hand, no processes
+from test_report import AGENTS, NAIVE, POINTS, matrix, row  # matrices built by hand, no processes
 
 MASTERS = sorted((Path(__file__).resolve().parents[2] / "solutions").glob("*.ipynb"))
 
@@ -89,3 +89,24 @@ def test_the_widest_timeline_and_a_long_matrix_comparison_fit():
         assert not problems(data), problems(data)
     for fig in drawn + heatmaps:
         plt.close(fig)
+
+
+def test_three_agents_with_the_longest_double_crashes_fit():
+    """A double crash's row label is two points: the longest, on a failure path's undo steps, still leaves three
+    agents' columns inside the notebook's width (the label column grows, the cells give way)."""
+    import matplotlib.pyplot as plt
+
+    from crashlab.crash_points import double_crash_pairs, row_label
+    from crashlab.harness import Matrix
+    from crashlab.report.plots import matrix_heatmap
+
+    pairs = [pair for fail in (None, "reserve_item", "card_declined") for pair in double_crash_pairs(None, fail=fail)]
+    longest = sorted({row_label(*pair) for pair in pairs}, key=len)[-4:]
+    agents = ("pai_temporal_agent.py", "pai_dbos_agent.py", "pai_restate_agent.py")
+    matrices = [Matrix(f"/lessons/{agent}", "ORD-8842", "durable", [row(p) for p in POINTS + longest], 9.0)
+                for agent in agents]
+    [fig] = matrix_heatmap(matrices, labels=["Temporal", "DBOS", "Restate"],
+                           title="one Pydantic AI agent on three engines: what each crash point cost")
+    data = png(fig)
+    plt.close(fig)
+    assert not problems(data), problems(data)

@@ -25,12 +25,6 @@ NAIVE = AGENTS / "naive_agent.py"  # no keys, no lock: racing resumers redo the 
 PATIENT = AGENTS / "patient_agent.py"  # the keyed loop, retried inside its process through any failure that may pass
 
 
-@pytest.fixture(autouse=True)
-def no_crash_env(monkeypatch):
-    for name in ("CRASHLAB_CRASH_AT", "CRASHLAB_CRASH_MARKER", "CRASHLAB_REAL_MODEL"):
-        monkeypatch.delenv(name, raising=False)
-
-
 def test_keyed_agent_survives_random_kills_racing_resumers_a_flaky_world_and_a_world_kill():
     result = soak(KEYED, orders=4, resumers=(2, 3), world_faults=[("flaky", 1.0), ("world-kill", 0.0)], seed=11,
                   key_lease=1.0, progress=False)

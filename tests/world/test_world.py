@@ -30,12 +30,7 @@ CHARGES = "/payments/charges"
 RESERVATIONS = "/inventory/reservations"
 EMAILS = "/email/messages"
 CHARGE = {"order_id": ORDER_ID, "amount": AMOUNT}
-
-
-@pytest.fixture
-def world(tmp_path):
-    with World.start(tmp_path / "world") as world:
-        yield world
+IN_FLIGHT_S = 4.0  # how long a slowed request holds its key: the window the in-flight test's second request needs
 
 
 def sdk(world: World) -> anthropic.Anthropic:
@@ -470,7 +465,9 @@ def test_same_key_other_params_is_an_idempotency_error(world):
 
 
 def test_same_key_while_in_flight_is_409(world):
-    world.inject("latency:charge_card", arg="1.0")
+    """The second request is sent once the first one's key is seen in flight -- a state, waited for, not a moment
+    guessed -- and the first stays in flight long enough for it to arrive, however loaded the machine."""
+    world.inject("latency:charge_card", arg=str(IN_FLIGHT_S))
     results = {}
 
     def call(name):
@@ -478,12 +475,12 @@ def test_same_key_while_in_flight_is_409(world):
 
     slow = threading.Thread(target=call, args=("first",))
     slow.start()
-    deadline = time.monotonic() + 0.8
-    while time.monotonic() < deadline and not ledger_rows(world, "payments.db", "SELECT key FROM idempotency_keys"):
+    while not ledger_rows(world, "payments.db", "SELECT key FROM idempotency_keys"):
+        assert slow.is_alive(), f"the first request ended before its key was seen: {results}"
         time.sleep(0.02)
     assert ledger_rows(world, "payments.db", "SELECT state FROM idempotency_keys") == [{"state": "in_flight"}]
     call("second")
-    slow.join(10)
+    slow.join(IN_FLIGHT_S + 30)
     assert results["first"].status_code == 200
     assert results["second"].status_code == 409
     assert results["second"].json()["error"]["type"] == "idempotency_key_in_use"

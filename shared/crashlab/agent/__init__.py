@@ -24,6 +24,8 @@ name (``from crashlab.answers.lesson01 import run_logged_order``), which is how 
 that a lesson builds on another's answers.
 """
 
+from typing import TYPE_CHECKING
+
 from crashlab.agent.model import (MAX_TOKENS, MODEL, MODEL_TIMEOUT, ONE_TOOL_PER_TURN, ModelClient, async_sdk_client,
                                   content_to_dicts,
                                   first_tool_use, model_client, real_api_enabled, tool_error_message,
@@ -40,20 +42,18 @@ from crashlab.order import (ALL_TOOL_SCHEMAS, AMOUNT, COMPENSATION_TOOLS, ORDER_
                             undo_task)
 from crashlab.plumbing.lazy import lazy_exports
 
-_TEMPORAL = "crashlab.engines.temporal.client"
-_RESTATE = "crashlab.engines.restate.client"
-_ON_DEMAND = {
+if TYPE_CHECKING:  # imported on first use: an agent process loads only its own engine's client
     # Temporal: the world's namespace and a connected client
-    "TemporalUnavailable": _TEMPORAL, "connect": _TEMPORAL, "namespace_for": _TEMPORAL,
-    "temporal_address": _TEMPORAL, "use_quiet_runtime": _TEMPORAL,
+    from crashlab.engines.temporal.client import (TemporalUnavailable, connect, namespace_for, temporal_address,
+                                                  use_quiet_runtime)
     # Restate: the endpoint Restate pushes to, and the server's admin and ingress APIs
-    "RestateUnavailable": _RESTATE, "attach": _RESTATE, "call_handler": _RESTATE, "endpoint_for": _RESTATE,
-    "invocation_row": _RESTATE, "journal_names": _RESTATE, "resolve_awakeable": _RESTATE, "restate_urls": _RESTATE,
-    "serve_endpoint": _RESTATE, "stuck_reason": _RESTATE,
+    from crashlab.engines.restate.client import (RestateUnavailable, attach, call_handler, endpoint_for,
+                                                 invocation_row, journal_names, resolve_awakeable, restate_urls,
+                                                 serve_endpoint, stuck_reason)
     # lesson 1's event log
-    "CorruptLogError": "crashlab.eventlog", "append_event": "crashlab.eventlog",
-}
-__getattr__, __dir__ = lazy_exports(globals(), _ON_DEMAND)
+    from crashlab.eventlog import CorruptLogError, append_event
+
+__getattr__, __dir__ = lazy_exports(globals())
 
 __all__ = ["ALL_TOOL_SCHEMAS", "AMOUNT", "COMPENSATION_TOOLS", "MAX_TOKENS", "MODEL", "MODEL_TIMEOUT", "ONE_TOOL_PER_TURN",
            "ORDER_ID", "SKU", "TOOLS", "TOOLS_WITH_UNDO", "TOOL_TIMEOUT", "UNDO_TOOLS", "AgentError", "CallFailed",
@@ -63,4 +63,7 @@ __all__ = ["ALL_TOOL_SCHEMAS", "AMOUNT", "COMPENSATION_TOOLS", "MAX_TOKENS", "MO
            "model_client",
            "order_details", "order_task", "real_api_enabled", "refund_charge", "release_item", "reserve_item",
            "send_cancellation", "send_confirmation", "state_dir", "tool_error_message", "tool_result_message",
-           "undo_request", "undo_steps", "undo_task", "validate_tool_call", "warm_up_sdk", *_ON_DEMAND]
+           "undo_request", "undo_steps", "undo_task", "validate_tool_call", "warm_up_sdk",
+           "TemporalUnavailable", "connect", "namespace_for", "temporal_address", "use_quiet_runtime",
+           "RestateUnavailable", "attach", "call_handler", "endpoint_for", "invocation_row", "journal_names",
+           "resolve_awakeable", "restate_urls", "serve_endpoint", "stuck_reason", "CorruptLogError", "append_event"]

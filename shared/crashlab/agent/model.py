@@ -164,8 +164,8 @@ def warm_up_sdk() -> None:
     with anthropic.DefaultHttpxClient(transport=transport, verify=TLS) as client:
         sdk = anthropic.Anthropic(base_url="http://warm-up.invalid", api_key="warm-up", max_retries=0,
                                   timeout=MODEL_TIMEOUT, http_client=client)
-        sdk.messages.create(model=MODEL, max_tokens=MAX_TOKENS, tools=TOOLS, tool_choice=ONE_TOOL_PER_TURN,
-                            messages=[{"role": "user", "content": order_task()}])
+        sdk.messages.create(model=MODEL, max_tokens=MAX_TOKENS, tools=TOOLS,  # type: ignore[call-overload]
+                            tool_choice=ONE_TOOL_PER_TURN, messages=[{"role": "user", "content": order_task()}])
 
 
 __all__ = ["MAX_TOKENS", "MODEL", "MODEL_TIMEOUT", "ONE_TOOL_PER_TURN", "Messages", "ModelClient", "async_sdk_client",

@@ -17,7 +17,7 @@ import time
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-ENV_SLOW_CHECKPOINTS = "CRASHLAB_SLOW_CHECKPOINTS_S"
+from crashlab.engines.langgraph import ENV_SLOW_CHECKPOINTS
 _saved_put_writes = SqliteSaver.put_writes
 
 

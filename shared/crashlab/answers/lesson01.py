@@ -23,11 +23,12 @@ refuse_while_grading("01")
 
 # What each kind of record of the order's log holds, as the loop below writes it. A line that parses but lacks these
 # is damage too (an edit by hand, another program's file under the log's name): the loop would stop on a KeyError.
-FIELDS = {"decision": {"content": list}, "result": {"tool_use_id": str, "result": object}, "final": {"content": list}}
+FIELDS: dict[str, dict[str, type]] = {"decision": {"content": list}, "result": {"tool_use_id": str, "result": object},
+                                      "final": {"content": list}}
 
 
 def _record_problem(event: dict) -> str | None:
-    fields = FIELDS.get(event.get("type"))
+    fields = FIELDS.get(str(event.get("type")))
     if fields is None:
         return f"has no known type (a decision, a result or a final answer), got {str(event.get('type'))[:40]!r}"
     missing = [name for name, kind in fields.items() if not (name in event and isinstance(event[name], kind))]
@@ -117,6 +118,8 @@ def run_logged_order(order_id: str, execute: Executor, *, max_turns: int = 10) -
                 messages.append({"role": "assistant", "content": content})
                 pending = first_tool_use(content)
                 step += 1
+                if pending is None:  # a reply that stops for a tool names one: the SDK says so
+                    raise AgentError(f"{order_id}: the model stopped for a tool but named none")
             result = execute(order_id, step, pending)
             append_event(log, {"type": "result", "tool_use_id": pending["id"], "result": result})
             messages.append(tool_result_message(pending["id"], result))

@@ -21,12 +21,12 @@ figure leaves out the disk flush). ``temporal``: a workflow running N trivial ac
 measuring process, on the dev server (:mod:`crashlab.engines.temporal`, SQLite file). ``restate``: a service
 handler running N trivial ``ctx.run`` steps (each a journal entry the server records before the handler goes
 on), its endpoint served by the measuring process, on one Restate server per run (:mod:`crashlab.engines.restate`,
-:mod:`crashlab.bench.workloads.restate`). An engine that cannot run here is still a row, with the reason in
+:mod:`crashlab.engines.restate.bench`). An engine that cannot run here is still a row, with the reason in
 ``note``.
 
-**Frameworks' integrations** (:data:`~crashlab.bench.common.INTEGRATIONS`, measured only when named, each right
+**Frameworks' integrations** (each engine's ``integrations`` in the registry, measured only when named, each right
 after its engine's own row, which is added if not named): ``temporal+pydantic-ai``, ``dbos+pydantic-ai`` and
-``restate+pydantic-ai`` run a Pydantic AI agent (:mod:`crashlab.bench.workloads.pai`) whose steps are calls of
+``restate+pydantic-ai`` run a Pydantic AI agent (:mod:`crashlab.engines.pai_bench`) whose steps are calls of
 one trivial tool, asked for one per reply by a local ``FunctionModel``, on Temporal (``TemporalDurability``: a
 model-request activity and a tool activity per step), on DBOS (``DBOSDurability``, the tool wrapped in
 ``@DBOS.step``: two steps per step) and on Restate (``RestateAgent`` with ``auto_wrap_tools=True``: two journal
@@ -65,19 +65,14 @@ It is a benchmark, not a test: nothing here asserts a speed.
 
 from __future__ import annotations
 
-from crashlab.bench.common import ENGINES, BenchError
+from crashlab.bench.common import BenchError, engine_rows
 from crashlab.bench.results import BenchResult, BenchRow
 from crashlab.bench.run import run_benchmark
 
-# The package's parts (each module says what it holds): common (engine names, environment variables,
-# BenchError), results (BenchRow, BenchResult: table, plots, JSON), workloads (one module per engine, run in
-# its own process), child (that process's side: measurement, recovery phase, watchdog), spawn (running
-# the children and servers from the caller's process), run (run_benchmark); its command line is crashlab.cli.bench.
+# The package's parts (each module says what it holds): common (the rows and their workloads, read from the engine
+# registry), results (BenchRow, BenchResult: table, plots, JSON), floor (the fsync floor's workload; each engine's
+# is in its folder, crashlab.engines.<name>.bench), child (a row's own process: measurement, recovery phase,
+# watchdog), measure (the per-step measurement in it), spawn (running the children and servers from the caller's
+# process), run (run_benchmark); its command line is crashlab.cli.bench.
 
-try:  # module-level so that a test can replace it
-    from crashlab.engines.postgres import postgres_available
-except ImportError:  # pragma: no cover -- only when the module is absent
-    postgres_available = None  # type: ignore[assignment]
-
-
-__all__ = ["run_benchmark", "BenchResult", "BenchRow", "BenchError", "ENGINES"]
+__all__ = ["run_benchmark", "BenchResult", "BenchRow", "BenchError", "engine_rows"]

@@ -13,19 +13,17 @@ import sys
 import time
 from pathlib import Path
 
-from crashlab.bench.common import BenchError
+from crashlab.bench.common import BenchError, workloads_for
+from crashlab.bench.measure import measure, workload_for
 from crashlab.engines.registry import imports_of_variant
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
-from crashlab.bench.workloads import measure, module_for, workload_for
-
-
 
 
 def _recovery_phase(engine: str, workdir: Path, phase: str, steps: int, wid: str, t_main: float) -> dict:
     """The recovery scene, inside a child: ``crash`` runs the workflow into the blocking step (the parent
     kills it there); ``resume`` finishes it and reports when."""
     # what it imports before its clock starts: the registry's (engine and framework), its workload's
-    for module in (*imports_of_variant(engine), *getattr(module_for(engine), "PRELOAD", ())):
+    for module in (*imports_of_variant(engine), *workloads_for(engine).preload):
         importlib.import_module(module)
     t_ready = time.time()  # interpreter up, the engine imported: the engine's own work starts here
     workload = workload_for(engine, workdir, recovery=True)
@@ -70,7 +68,7 @@ def _watchdog(max_seconds: float | None, scratch: str | None = None) -> None:
 def _child_main(args: argparse.Namespace, t_main: float) -> int:
     scratch = None if args.workdir else str(make_scratch("crashlab-bench-"))
     _watchdog(args.max_seconds, scratch)
-    workdir = Path(args.workdir or scratch)
+    workdir = Path(args.workdir or str(scratch))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
         if args.phase:

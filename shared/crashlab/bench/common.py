@@ -1,47 +1,42 @@
-"""What every part of the benchmark shares: the engine names (the rows a run measures by default, and the
-frameworks' integrations it measures when asked), the environment variables through which the
-caller's process tells a child what to do, the point where every engine's step stops dead in the process the
-recovery scene kills (:func:`reached_block_point`), the Temporal
-recovery scene's activity timeout (used by the workload and by the note that explains the figure), and
-:class:`BenchError`, the one exception that becomes a row's note instead of a traceback."""
+"""What every part of the benchmark shares: its rows (the fsync floor and every engine's variants, measured by
+default; the frameworks' integrations, measured when asked), each row's workload, read from the engine registry,
+and the variables a child process never inherits from the caller's own environment."""
 
-import os
-import time
-from pathlib import Path
+from __future__ import annotations
 
-from crashlab.engines.registry import ENGINES as _REGISTRY
-from crashlab.engines.registry import INTEGRATIONS
-from crashlab.engines.restate.client import ENV_RESTATE_ADMIN, ENV_RESTATE_INGRESS
-from crashlab.engines.temporal.client import ENV_TEMPORAL_ADDRESS as ENV_TEMPORAL
+from crashlab.bench.floor import FloorWorkloads
+from crashlab.engines import registry
+from crashlab.engines.workload import ENV_BLOCK_AT, ENV_MARKER, BenchError, Workloads
 
-# The fsync floor first, then every engine's variants in the registry's order.
-ENGINES = ("floor", *(variant for entry in _REGISTRY.values() for variant in entry.bench))
-# Every row a run can measure: the engines' own, then the frameworks' integrations (asked for by name, each
-# measured beside its engine's row: ``run_benchmark(engines=["temporal", "temporal+pydantic-ai"])``).
-VARIANTS = (*ENGINES, *INTEGRATIONS)
-ENV_BLOCK_AT = "CRASHLAB_BENCH_BLOCK_AT"   # the step (1-based) at which to block, in the killed process only
-ENV_MARKER = "CRASHLAB_BENCH_MARKER"       # the file to create when that step is reached
-ENV_DB_URL = "CRASHLAB_BENCH_DB_URL"
-TEMPORAL_RECOVERY_TIMEOUT_S = 2           # start-to-close of the activities in the Temporal recovery scene
+FLOOR = "floor"
 
 
-def reached_block_point(i: int) -> bool:
-    """Whether step ``i`` (0-based) is where this process is to stop dead and wait for its SIGKILL: only in
-    the process the recovery scene kills, told so through its environment (never through the workflow's
-    arguments, which the recovering process replays). Leaves the marker the parent waits for first."""
-    block_at = os.environ.get(ENV_BLOCK_AT)
-    if not block_at or i + 1 != int(block_at):
-        return False
-    marker = os.environ.get(ENV_MARKER)
-    if marker:
-        Path(marker).write_text(f"{os.getpid()} {time.time()}\n")
-    return True
+def engine_rows() -> tuple[str, ...]:
+    """The rows a run measures by default: the fsync floor first, then every engine's variants in the registry's
+    order."""
+    return (FLOOR, *(variant for entry in registry.ENGINES.values() for variant in entry.bench))
 
 
-class BenchError(RuntimeError):
-    """One engine's measurement could not be made; the message becomes that row's note."""
+def variants() -> tuple[str, ...]:
+    """Every row a run can measure: the engines' own, then the frameworks' integrations (asked for by name, each
+    measured beside its engine's row: ``run_benchmark(engines=["temporal", "temporal+pydantic-ai"])``)."""
+    return (*engine_rows(), *registry.integrations())
 
 
-__all__ = ["ENGINES", "INTEGRATIONS", "VARIANTS", "reached_block_point", "ENV_BLOCK_AT", "ENV_MARKER", "ENV_DB_URL", "ENV_TEMPORAL",
-           "ENV_RESTATE_INGRESS", "ENV_RESTATE_ADMIN", "TEMPORAL_RECOVERY_TIMEOUT_S",
-           "BenchError"]
+def workloads_for(variant: str) -> Workloads:
+    """How a row runs: an integration's own workload (``dbos+pydantic-ai``), its engine's (``dbos-postgres``), or the
+    floor's."""
+    entry, integration = registry.engine_of_variant(variant), registry.integration_of_variant(variant)
+    return integration.workload if integration else entry.workload if entry else FloorWorkloads()
+
+
+def child_scrubbed() -> tuple[str, ...]:
+    """What a child process never inherits from the caller's environment: the recovery scene's switches, and every
+    variable through which an engine's server or a workload's database is found (the child gets its own)."""
+    return (ENV_BLOCK_AT, ENV_MARKER,
+            *dict.fromkeys(name for entry in registry.ENGINES.values()
+                           for workload in (entry.workload, *(i.workload for i in entry.integrations))
+                           for name in (*entry.env, *workload.env)))
+
+
+__all__ = ["FLOOR", "BenchError", "child_scrubbed", "engine_rows", "variants", "workloads_for"]

@@ -10,36 +10,24 @@ import contextlib
 import os
 import platform
 import statistics
-import subprocess
 import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
-from crashlab.bench.common import ENGINES, BenchError
+from crashlab.bench.common import FLOOR, BenchError, engine_rows, workloads_for
 from crashlab.bench.results import BenchResult, BenchRow
 from crashlab.bench.spawn import Servers, availability, measure_engine, recover_engine
-from crashlab.bench.workloads import module_for
-from crashlab.engines.registry import ENGINES as ENGINES_BY_NAME
+from crashlab.engines import registry
 from crashlab.engines.registry import integration_of_variant
+from crashlab.plumbing.progress import keep_ticking
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
 
 
 def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    found = {}
-    for dist in (package for entry in ENGINES_BY_NAME.values()
-                 for package in (*entry.packages, *(p for i in entry.integrations for p in i.packages))):
-        with contextlib.suppress(PackageNotFoundError):
-            found[dist] = version(dist)
-    with contextlib.suppress(Exception):  # the server is an npm binary, not a Python package: ask it
-        from crashlab.engines.restate import restate_binary
-
-        out = subprocess.run([str(restate_binary()), "--version"], capture_output=True, text=True, timeout=10).stdout
-        found["restate-server"] = out.split()[-1]
-    return found
+    """The installed versions of every engine's packages and server (each entry says what it has)."""
+    return {dist: found for entry in registry.ENGINES.values() for dist, found in entry.versions().items()}
 
 
 def _filesystem(path: Path) -> str:
@@ -56,7 +44,7 @@ def _filesystem(path: Path) -> str:
 
 
 def _note_for(engine: str, steps_run: int | None, steps: int, kill_at: int) -> str:
-    workload = module_for(engine)
+    workload = workloads_for(engine)
     notes = list(workload.note(engine))
     if steps_run is not None:
         if steps_run >= steps:
@@ -77,8 +65,8 @@ def _note_for(engine: str, steps_run: int | None, steps: int, kill_at: int) -> s
 def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | None = None,
                   workdir: str | os.PathLike | None = None, progress: bool = True, recovery: bool = True,
                   timeout_s: float = 180.0) -> BenchResult:
-    """Measure every engine in ``engines`` (default: all of :data:`ENGINES`, the engines' own rows; a framework
-    integration of :data:`~crashlab.bench.common.INTEGRATIONS` is measured when named, with its engine's own row
+    """Measure every engine in ``engines`` (default: :func:`~crashlab.bench.common.engine_rows`, the engines' own
+    rows; a framework integration is measured when named, with its engine's own row
     put before it if not named too) and return the table.
 
     ``steps`` per workflow (at least 2), median of ``repeats``; ``recovery`` adds the SIGKILL scene per
@@ -91,11 +79,11 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
         raise ValueError("steps must be at least 2 (the per-step cost is the difference to a 1-step run)")
     if repeats < 1:
         raise ValueError("repeats must be at least 1")
-    engines = _with_pairs(list(dict.fromkeys(engines)) if engines is not None else list(ENGINES))
+    engines = _with_pairs(list(dict.fromkeys(engines)) if engines is not None else list(engine_rows()))
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.monotonic()
     temporary = workdir is None
-    base = make_scratch("crashlab-bench-") if temporary else Path(workdir).resolve()
+    base = Path(workdir).resolve() if workdir is not None else make_scratch("crashlab-bench-")
     base.mkdir(parents=True, exist_ok=True)
     run_dir = base if temporary else Path(tempfile.mkdtemp(prefix="run-", dir=base))
     kill_at = steps // 2 + 1
@@ -114,6 +102,7 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
 
     try:
         with contextlib.ExitStack() as stack:
+            stack.enter_context(keep_ticking(bar))  # an engine's recovery scene takes seconds: the clock runs on
             servers = Servers(run_dir, stack, timeout_s)
             for engine in engines:
                 row = BenchRow(engine)
@@ -134,7 +123,7 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
                 except Exception as exc:  # noqa: BLE001 -- every failure becomes a row, never a traceback
                     row.note = str(exc) if isinstance(exc, BenchError) else f"{type(exc).__name__}: {exc}"
                 tick(f"{engine} measured")
-                if recovery and engine != "floor" and row.ok:
+                if recovery and engine != FLOOR and row.ok:
                     try:
                         got = recover_engine(engine, servers, run_dir, steps, timeout_s)
                         row.recovery_s = round(got["recovery_s"], 3)
@@ -150,10 +139,10 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
                     tick(f"{engine} recovered")
             # The disk is shared with whatever else the machine does: measure the floor again after the
             # engines, and keep the median of both, so that the ratios do not hang on one moment.
-            floor_row = rows[engines.index("floor")]
+            floor_row = rows[engines.index(FLOOR)]
             if floor_row.ok and len(engines) > 1:
                 with contextlib.suppress(Exception):
-                    again = measure_engine("floor", servers, run_dir, steps, repeats, timeout_s, tag="-after")
+                    again = measure_engine(FLOOR, servers, run_dir, steps, repeats, timeout_s, tag="-after")
                     floor_row.samples_ms += [round(x, 4) for x in again]
                     floor_row.per_step_ms = statistics.median(floor_row.samples_ms)
                     floor_row.note = ("measured before and after the engines" if floor_row.per_step_ms > 0 else
@@ -164,7 +153,7 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
             bar.close()
         if temporary:
             remove_scratch(base)
-    floor = next((r.per_step_ms for r in rows if r.engine == "floor"), None)
+    floor = next((r.per_step_ms for r in rows if r.engine == FLOOR), None)
     for r in rows:
         # a floor lost in the noise (zero or below) is no unit to divide by: no ratios rather than absurd ones
         if r.per_step_ms is not None and floor is not None and floor > 0:
@@ -180,7 +169,7 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
 def _with_pairs(engines: list[str]) -> list[str]:
     """The rows to measure: the floor first (every ratio needs the floor of this very run), and each framework
     integration right after its engine's own row (put there if the caller did not name it)."""
-    out = [] if "floor" in engines else ["floor"]
+    out = [] if FLOOR in engines else [FLOOR]
     for variant in engines:
         integration = integration_of_variant(variant)
         if integration is not None and integration.beside not in engines and integration.beside not in out:
@@ -197,7 +186,7 @@ def _note_pairs(rows: list[BenchRow]) -> None:
         if integration is None:
             continue
         bare = measured.get(integration.beside)
-        if r.ok and bare and bare > 0 and r.per_step_ms > 0:
+        if r.ok and bare and bare > 0 and r.per_step_ms is not None and r.per_step_ms > 0:
             pair = f"{integration.title}: {r.per_step_ms / bare:.1f} x {integration.beside}'s per step"
         else:
             pair = f"{integration.title}, beside {integration.beside} (not both measured)"

@@ -14,12 +14,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, Callable, TypeVar
 
-from crashlab.bench.common import (VARIANTS, ENV_BLOCK_AT, ENV_DB_URL, ENV_MARKER, ENV_RESTATE_ADMIN, ENV_RESTATE_INGRESS,
-                                   ENV_TEMPORAL, BenchError)
-from crashlab.bench.workloads import module_for
+from crashlab.bench.common import BenchError, child_scrubbed, variants, workloads_for
 from crashlab.engines.registry import engine_of_variant
+from crashlab.engines.workload import ENV_BLOCK_AT, ENV_MARKER
 
+T = TypeVar("T")
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # shared/, as parents[1] was from crashlab/bench.py
 
 
@@ -27,7 +28,7 @@ def _child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(_PACKAGE_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["PYTHONUNBUFFERED"] = "1"
-    for name in (ENV_BLOCK_AT, ENV_MARKER, ENV_DB_URL, ENV_TEMPORAL, ENV_RESTATE_INGRESS, ENV_RESTATE_ADMIN):
+    for name in child_scrubbed():
         env.pop(name, None)
     env.update(extra or {})
     return env
@@ -78,30 +79,30 @@ def _read_json(path: Path, what: str) -> dict:
 
 
 def availability(engine: str) -> str | None:
-    """None if the engine's row can be measured here, else why not (its workload module says)."""
-    if engine not in VARIANTS:
-        return f"unknown engine (known: {', '.join(VARIANTS)})"
-    return module_for(engine).unavailable(engine)
+    """None if the engine's row can be measured here, else why not (its workload says)."""
+    if engine not in variants():
+        return f"unknown engine (known: {', '.join(variants())})"
+    return workloads_for(engine).unavailable(engine)
 
 
 class Servers:
     """Starts what the rows' engines need on first use, once per run -- an engine's server from the registry,
-    or what its workload module's ``bench_env`` asks for (DBOS's throwaway PostgreSQL) -- and stops it at exit."""
+    or what its workload's ``servers_env`` asks for (DBOS's throwaway PostgreSQL) -- and stops it at exit."""
 
     def __init__(self, workdir: Path, stack: contextlib.ExitStack, timeout: float):
         self.workdir, self.stack, self.timeout = workdir, stack, timeout
-        self._shared: dict[str, object] = {}
+        self._shared: dict[str, Any] = {}
 
-    def shared(self, name: str, start):
+    def shared(self, name: str, start: Callable[[], T]) -> T:
         """``start()``'s result, started once per run under ``name`` (``start`` may enter ``self.stack``)."""
         if name not in self._shared:
             self._shared[name] = start()
         return self._shared[name]
 
     def env_for(self, engine: str) -> dict[str, str]:
-        env = dict(getattr(module_for(engine), "bench_env", lambda variant, servers: {})(engine, self))
+        env = dict(workloads_for(engine).servers_env(engine, self))
         entry = engine_of_variant(engine)
-        if entry is not None and entry.server:
+        if entry is not None and entry.server is not None:
             env.update(self.shared(entry.name, lambda: self.stack.enter_context(
                 entry.serve(self.workdir / entry.name, min(60.0, self.timeout)))))
         return env

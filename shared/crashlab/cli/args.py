@@ -18,6 +18,7 @@ import socket
 import sys
 from pathlib import Path
 
+from crashlab.errors import CrashlabError
 from crashlab.crash_points import FORMS_WITH_UNDO, check_crash_point
 from crashlab.order import TOOL_ORDER, check_failure, check_order_id
 
@@ -25,7 +26,7 @@ CRASH_POINT_FORMS = FORMS_WITH_UNDO
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
-class UsageError(ValueError):
+class UsageError(CrashlabError, ValueError):
     """Options that are each fine but do not go together; the message says what to do."""
 
 

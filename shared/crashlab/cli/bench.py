@@ -11,9 +11,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from crashlab.bench.child import _child_main
-from crashlab.bench.common import ENGINES, VARIANTS
+from crashlab.bench.common import engine_rows, variants
 from crashlab.bench.run import run_benchmark
 
 QUICK = {"steps": 20, "repeats": 1}
@@ -40,8 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=_at_least_two_steps, default=None, help="steps per workflow, 2 or more (default 50)")
     parser.add_argument("--repeats", type=check.positive_int, default=None,
                         help="runs per engine; the median is kept (default 3)")
-    parser.add_argument("--engines", type=check.names_from(VARIANTS, "engine"), default=None,
-                        help=f"comma-separated, from {','.join(VARIANTS)} (default: {','.join(ENGINES)})")
+    parser.add_argument("--engines", type=check.names_from(variants(), "engine"), default=None,
+                        help=f"comma-separated, from {','.join(variants())} (default: {','.join(engine_rows())})")
     parser.add_argument("--no-recovery", action="store_true", help="skip the SIGKILL recovery scene")
     parser.add_argument("--timeout", type=check.positive_seconds, default=180.0, help="seconds allowed per process")
     parser.add_argument("--workdir", type=check.output_folder, default=None,
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", type=check.plot_file, default=None,
                         help=f"save the bar chart here ({', '.join(check.PLOT_SUFFIXES)})")
     check.force_option(parser)
-    parser.add_argument("--engine", choices=VARIANTS, default=None, help=argparse.SUPPRESS)  # one engine, in this process
+    parser.add_argument("--engine", choices=variants(), default=None, help=argparse.SUPPRESS)  # one engine, in this process
     parser.add_argument("--phase", choices=["crash", "resume"], default=None, help=argparse.SUPPRESS)
     parser.add_argument("--wid", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--max-seconds", type=check.positive_seconds, default=None, help=argparse.SUPPRESS)
@@ -94,6 +95,7 @@ def _save_plot(result, path: str, force: bool) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    axes: Any
     fig, axes = plt.subplots(1, 2, figsize=(14, 4.6)) if result.recovery else plt.subplots(figsize=(7, 4.6))
     if result.recovery:
         result.plot(axes[0])

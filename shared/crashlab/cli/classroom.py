@@ -94,7 +94,8 @@ def _self_check(args) -> int:
     from crashlab.grading.selfcheck import self_check
 
     try:
-        report = self_check(args.notebook, cell_timeout=args.timeout, deadline=args.deadline)
+        report = self_check(args.notebook, cell_timeout=args.timeout, deadline=args.deadline,
+                            progress=lambda stage: print(stage, file=sys.stderr, flush=True))
     except GradingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -244,7 +245,8 @@ def _test_result(results: dict, name: str, path: str) -> tuple[float, float, str
     output = test.get("output", "")
     if not isinstance(output, str):
         raise ValueError(f"{path}: the result for {name!r} has an output that is not text")
-    return float(numbers[0]), float(numbers[1]), output
+    score, max_score = numbers
+    return float(score), float(max_score), output  # type: ignore[arg-type]  # numbers, checked above
 
 
 def _classroom(args) -> int:

@@ -6,13 +6,20 @@ import argparse
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, get_args
 
 from crashlab.cli import args as check
 from crashlab.cli.args import Parser, UsageError
+from crashlab.course.metadata import DemoAgent, Expect, LauncherKind
+from crashlab.errors import CrashlabError
 from crashlab.cli.world import audit_order, start_world, stop_world
-from crashlab.engines.needs import NEEDS
+from crashlab.engines.needs import needs_of
+from crashlab.engines.registry import ENGINES, with_server
 from crashlab.plumbing.outputs import DEMO, MATRIX, REPORT, RESULTS, SOAK, OutputError
 from crashlab.order import ORDER_ID, TOOL_ORDER
+
+if TYPE_CHECKING:  # the soak is imported when a soak runs
+    from crashlab.soak.world import WorldFault
 
 
 def _check_crash_test(args) -> None:
@@ -36,8 +43,6 @@ def _check_crash_test(args) -> None:
 def _crash_test(args) -> int:
     _check_crash_test(args)
     from crashlab.harness import crash_test, double_crash_pairs
-    from crashlab.harness.launcher import LauncherError
-    from crashlab.world import WorldError
 
     try:
         matrix = crash_test(args.agent, args.points, args.order, expect=args.expect, jobs=args.jobs,
@@ -46,7 +51,7 @@ def _crash_test(args) -> int:
                             faults=[(f"lost_ack:{tool}", 1, None) for tool in args.lost_ack] or None,
                             launcher=args.launcher, preload=tuple(args.preload), fail=args.fail,
                             key_lifetime=args.key_lifetime)
-    except (FileNotFoundError, ValueError, WorldError, LauncherError) as exc:
+    except (FileNotFoundError, ValueError, CrashlabError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(matrix)
@@ -83,7 +88,7 @@ def _resumer_range(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _world_faults(text: str) -> list[tuple[str, float]]:
+def _world_faults(text: str) -> list[WorldFault]:
     from crashlab.soak.world import parse_world_faults
 
     try:
@@ -92,7 +97,7 @@ def _world_faults(text: str) -> list[tuple[str, float]]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _reference(text: str) -> tuple:
+def _reference(text: str) -> tuple[Path, DemoAgent]:
     from crashlab.soak.reference import reference_spec
 
     try:
@@ -110,8 +115,7 @@ def _soak(args) -> int:
     fail = None if args.fail == "none" else args.fail or spec.get("fail")
     launcher = args.launcher or spec.get("launcher", "warm")
     preload = tuple(dict.fromkeys([*spec.get("preload", ()), *args.preload]))
-    needs = spec.get("needs") or []
-    needs = tuple(dict.fromkeys([*([needs] if isinstance(needs, str) else needs), *args.needs]))
+    needs = needs_of([*needs_of(spec), *args.needs])
     if args.preload and launcher != "warm":
         raise UsageError("--preload only applies to --launcher warm: drop --preload or use --launcher warm")
     if args.agent:
@@ -119,22 +123,19 @@ def _soak(args) -> int:
     check.check_output(args.json, SOAK, args.force)
     if args.orders is None and args.seconds is None:
         args.orders = 20
-    from crashlab.harness.launcher import LauncherError
     from crashlab.plumbing.scratch import scratch_dir
     from crashlab.soak import soak
     from crashlab.soak.reference import write_reference
-    from crashlab.engines.temporal import TemporalServerError
-    from crashlab.world import WorldError
 
     try:
         with scratch_dir("crashlab-reference-") as folder:
-            agent = write_reference(*args.reference, folder) if args.reference else args.agent
+            agent = write_reference(args.reference[0], args.reference[1], folder) if args.reference else args.agent
             result = soak(agent, args.orders, resumers=args.resumers, kills=args.kills, kill_window=args.kill_window,
                           world_faults=args.world_faults, seconds=args.seconds, seed=args.seed, jobs=args.jobs,
                           timeout=args.timeout, max_rounds=args.max_rounds, launcher=launcher, preload=preload,
                           needs=needs, progress=False if args.quiet else None, key_lease=args.key_lease, fail=fail,
                           may_undo=args.may_undo, env=dict(args.env))
-    except (FileNotFoundError, ValueError, WorldError, LauncherError, TemporalServerError) as exc:
+    except (FileNotFoundError, ValueError, CrashlabError) as exc:  # a server that cannot start, too: one line
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(result)
@@ -146,7 +147,7 @@ def _soak(args) -> int:
 def _grade(args) -> int:
     check.check_not_same_file(args.json, args.notebook, "notebook")
     check.check_output(args.json, RESULTS, args.force)
-    from crashlab.grading.grade import GradingError, grade_notebook
+    from crashlab.grading.grade import grade_notebook
 
     def interrupted(signum, frame):
         raise KeyboardInterrupt
@@ -156,7 +157,7 @@ def _grade(args) -> int:
                                 deadline=args.deadline, isolate=False if args.no_isolate else None,
                                 force_json=args.force,
                                 progress=None if args.quiet else lambda stage: print(stage, file=sys.stderr, flush=True))
-    except (GradingError, OutputError) as exc:
+    except CrashlabError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -215,7 +216,7 @@ def build_parser() -> Parser:
     crash.add_argument("--points", type=check.crash_points, default="all",
                        help=f"'all' or a comma-separated list of {check.CRASH_POINT_FORMS}")
     crash.add_argument("--order", type=check.order_id, default=ORDER_ID, help="order id (default %(default)s)")
-    crash.add_argument("--expect", default="durable", choices=["durable", "no-repeats", "observe"])
+    crash.add_argument("--expect", default="durable", choices=get_args(Expect))
     crash.add_argument("--jobs", type=check.jobs, default=2,
                        help=f"rows run at once, at most {check.MAX_JOBS} (default %(default)s)")
     crash.add_argument("--timeout", type=check.positive_seconds, default=60,
@@ -234,7 +235,7 @@ def build_parser() -> Parser:
     crash.add_argument("--key-lifetime", type=check.positive_seconds, default=None, metavar="SECONDS",
                        help="each row's world forgets an idempotency key SECONDS after its first use, and the resume "
                             "starts after that (the key-lifetime trap; default: keys are never forgotten)")
-    crash.add_argument("--launcher", choices=["warm", "exec"], default="warm",
+    crash.add_argument("--launcher", choices=get_args(LauncherKind), default="warm",
                        help="warm: fork each process from a pre-warmed interpreter; exec: a new interpreter each time")
     crash.add_argument("--preload", type=check.module_name, action="append", default=[], metavar="MODULE",
                        help="extra modules the warm launcher imports before forking (repeatable)")
@@ -279,14 +280,14 @@ def build_parser() -> Parser:
     soak.add_argument("--key-lease", type=check.positive_seconds, default=None,
                       help="the world's idempotency-key lease in seconds (default 5): how long a key claimed by a "
                            "request that died with the world stays in flight")
-    soak.add_argument("--launcher", choices=["warm", "exec"], default=None,
+    soak.add_argument("--launcher", choices=get_args(LauncherKind), default=None,
                       help="warm: fork each process from a pre-warmed interpreter (default); exec: a new interpreter "
                            "each time")
     soak.add_argument("--preload", type=check.module_name, action="append", default=[], metavar="MODULE",
                       help="extra modules the warm launcher imports before forking (repeatable)")
-    soak.add_argument("--needs", choices=NEEDS, action="append", default=[],
-                      help="a server the agent needs besides the world, started for the soak (temporal: the "
-                           "Temporal dev server; restate: a Restate server; repeatable)")
+    soak.add_argument("--needs", choices=with_server(), action="append", default=[],
+                      help="a server the agent needs besides the world, started for the soak (" +
+                           "; ".join(f"{name}: {ENGINES[name].title}'s" for name in with_server()) + "; repeatable)")
     soak.add_argument("--fail", type=check.failure_or_none, metavar="STEP",
                       help="soak the failure path: STEP fails for good for every order (reserve_item, card_declined"
                            "...), and each order must end cleanly undone (default: the --reference agent's own, if any;"
@@ -351,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         return args.func(args)
-    except UsageError as exc:
+    except CrashlabError as exc:  # a usage error, or any command's: what went wrong and what to do, in one line
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -367,10 +368,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _where(exc: BaseException) -> str:
     """What could not be written, as the error names it."""
-    while exc is not None:
-        if getattr(exc, "filename", None):
-            return f"cannot write {exc.filename}"
-        exc = exc.__cause__ or exc.__context__
+    cause: BaseException | None = exc
+    while cause is not None:
+        if getattr(cause, "filename", None):
+            return f"cannot write {getattr(cause, 'filename')}"
+        cause = cause.__cause__ or cause.__context__
     return "cannot write"
 
 

@@ -24,7 +24,7 @@ def grade_id(cell) -> str | None:
 EXERCISE = re.compile(r"ex(\d+)_")
 
 
-def exercise_of(gid: str) -> int | None:
+def exercise_of(gid: str | None) -> int | None:
     """The exercise a grade id belongs to: ``ex2_dbos_agent_checks`` -> 2; None for an id of no exercise."""
     found = EXERCISE.match(gid or "")
     return int(found.group(1)) if found else None

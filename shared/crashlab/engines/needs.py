@@ -2,7 +2,8 @@
 engine registry's names.
 
 The grader, the demo and the soak (``crashlab soak --needs temporal``) start each once, pass its address to the
-agents through the environment, and stop it at the end.
+agents through the environment, and stop it at the end. :func:`needs_of` reads what a spec or a command names, in
+the one way everyone reads it.
 """
 
 from __future__ import annotations
@@ -11,16 +12,27 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
-from crashlab.engines.registry import WITH_SERVER, engine
-
-NEEDS = WITH_SERVER  # the servers the course knows how to start
+from crashlab.engines.registry import engine, with_server
 
 
-def _names(spec: Mapping) -> list[str]:
-    needs = spec.get("needs") or []
-    return [needs] if isinstance(needs, str) else list(needs)
+def needs_of(named: Mapping[str, Any] | str | Iterable[str] | None) -> tuple[str, ...]:
+    """The servers named -- a lesson's spec (its ``needs``: one name or a list), a name, or names -- once each, in
+    order; a one-line ValueError for a name that is not an engine with a server."""
+    needs = named.get("needs") if isinstance(named, Mapping) else named
+    names = tuple(dict.fromkeys([needs] if isinstance(needs, str) else needs or ()))
+    known = with_server()
+    for need in names:
+        if need not in known:
+            raise ValueError(f"unknown need {need!r}: the course knows how to start {', '.join(map(repr, known))}")
+    return names
+
+
+def preload_of(named: Mapping[str, Any] | str | Iterable[str] | None) -> tuple[str, ...]:
+    """What the agents of the engines named (as :func:`needs_of` reads them) import before they work: the registry's
+    imports, which a warm launcher imports once, before it forks them."""
+    return tuple(dict.fromkeys(module for name in needs_of(named) for module in engine(name).imports))
 
 
 class Needs:
@@ -32,28 +44,27 @@ class Needs:
         self.timeout = timeout
         self._stack = ExitStack()
         self._lock = threading.Lock()
-        self._starting: dict[str, Future] = {}
+        self._starting: dict[str, Future[dict[str, str]]] = {}
         self._pool: ThreadPoolExecutor | None = None
 
     def prepare(self, specs: Iterable[Mapping]) -> None:
         """Start every server the ``specs`` name, each in a thread of its own, now: the run's first matrices go on
         while they start, and a matrix that needs one waits only for what is left of its start."""
-        for need in dict.fromkeys(n for spec in specs for n in _names(spec)):
+        for need in dict.fromkeys(n for spec in specs for n in needs_of(spec)):
             self._future(need)
 
-    def env_for(self, spec: dict) -> dict[str, str]:
+    def env_for(self, spec: Mapping[str, Any]) -> dict[str, str]:
         env = dict(spec.get("env") or {})
-        for need in _names(spec):
+        for need in needs_of(spec):
             env.update(self._future(need).result())  # a server that failed to start raises here, as before
         return env
 
-    def _future(self, need: str) -> Future:
-        if need not in NEEDS:
-            raise ValueError(f"unknown need {need!r}: the course knows how to start {', '.join(map(repr, NEEDS))}")
+    def _future(self, need: str) -> Future[dict[str, str]]:
+        (need,) = needs_of(need)
         with self._lock:
             if need not in self._starting:
                 if self._pool is None:
-                    self._pool = ThreadPoolExecutor(max_workers=len(NEEDS), thread_name_prefix="needs")
+                    self._pool = ThreadPoolExecutor(max_workers=len(with_server()), thread_name_prefix="needs")
                 self._starting[need] = self._pool.submit(self._start, need)
             return self._starting[need]
 
@@ -85,3 +96,6 @@ class Needs:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+__all__ = ["Needs", "needs_of", "preload_of"]

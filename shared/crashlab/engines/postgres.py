@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
+from crashlab.errors import ServerError
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
 
 ENV_POSTGRES_URL = "CRASHLAB_POSTGRES_URL"
@@ -40,7 +41,7 @@ SERVICE_USER = "postgres"
 _TOOLS = ("initdb", "pg_ctl", "postgres")
 
 
-class PostgresError(RuntimeError):
+class PostgresError(ServerError):
     """The throwaway server could not be created or started. The message says why."""
 
 
@@ -140,8 +141,9 @@ def throwaway_postgres(base_dir: str | os.PathLike) -> Iterator[str]:
     ok, why = postgres_available()
     if not ok:
         raise PostgresError(why)
-    folder = _bin_dir()
-    prefix, user, _ = _as_user_prefix()
+    folder, (prefix, user, _) = _bin_dir(), _as_user_prefix()
+    if folder is None or prefix is None:  # postgres_available() said yes: neither happens
+        raise PostgresError(why)
     base_dir = Path(base_dir).resolve()
     base_dir.mkdir(parents=True, exist_ok=True)
     if user and not _reachable_by_others(base_dir):

@@ -18,6 +18,7 @@ import ast
 import importlib
 import re
 from pathlib import Path
+from typing import Any
 
 MODULE_PREFIX = "_notebook_answers_"
 
@@ -80,7 +81,8 @@ def write_answer_modules(submission, master, workdir: Path) -> list[dict]:
 
     master_names = {grade_id(c): defined_names(c.source) for c in master.cells if answer_cell(c)}
     imports = "\n".join(given_imports(master))
-    cells, earlier = [], []
+    cells: list[dict[str, Any]] = []
+    earlier: list[str] = []
     for cell in submission.cells:
         gid = grade_id(cell)
         if not (answer_cell(cell) and gid):
@@ -112,6 +114,7 @@ def load_answer_cells(cells: list[dict], namespace: dict) -> dict[str, tuple[str
     """In the judge: import each answer cell's module (through the judge's proxy for student modules) and
     bind the names it defines in ``namespace``. Returns, for each name left unbound, its cell and the error
     that stopped the cell (None: the cell ran but does not define it)."""
+    unbound: dict[str, tuple[str, BaseException | None]]
     unbound = {}
     for cell in cells:
         try:

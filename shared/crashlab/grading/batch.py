@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+from crashlab.plumbing.progress import start_ticking
 from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.grading.classroom import exercises
 from crashlab.course.notebooks import repo_root
@@ -270,6 +271,7 @@ def grade_batch(submissions: Path, results_dir: Path, *, jobs: int = 2, solution
     bar = tqdm(total=len(batch.submissions), initial=len(batch.submissions) - sum(map(len, pending.values())),
                unit="notebook", desc="grading", disable=not progress, file=sys.stderr)
     pool = ThreadPoolExecutor(max_workers=jobs)
+    stop_ticking = start_ticking(bar if progress else None)  # a grading takes a minute: the bar's clock runs on
     try:
         futures = {pool.submit(runner.grade, subs[0]): subs for subs in pending.values()}
         for future in as_completed(futures):
@@ -291,6 +293,7 @@ def grade_batch(submissions: Path, results_dir: Path, *, jobs: int = 2, solution
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        stop_ticking()
         bar.close()
         lock.close()
         batch.seconds = time.time() - started

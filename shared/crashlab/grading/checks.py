@@ -11,7 +11,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.grading.answer_cells import write_answer_modules
@@ -20,6 +20,7 @@ from crashlab.grading.references import copy_on_answers, lesson_references, refe
 from crashlab.course.notebooks import exercise_of, grade_id, is_answer_cell, is_test_cell, nbgrader_meta, written_files
 from crashlab.grading.report import TestResult
 from crashlab.course.metadata import lesson_meta
+from crashlab.course.placeholder import placeholder_line, placeholder_words
 from crashlab.plumbing.process_tree import die_with_parent
 from crashlab.plumbing.processes import kill_tree
 
@@ -27,16 +28,18 @@ JUDGE_SETUP_TAG = "judge-setup"
 
 
 def judge_checks(master, submission, isolation: Isolation, deadline: Deadline,
-                 on_result: Callable[[str, bool], None] | None = None) -> list[TestResult]:
+                 on_result: Callable[[str, bool], None] | None = None,
+                 on_start: Callable[[str], None] | None = None) -> list[TestResult]:
     """Run the master's checks in the judge; ``on_result(name, passed)`` is told each one as the judge finishes
-    it (a lesson's checks take minutes on a loaded machine: the command line says so as they come)."""
+    it, ``on_start(name)`` as it starts it (a lesson's checks take minutes on a loaded machine: the command line
+    says so as they come)."""
     tests = [c for c in master.cells if c.cell_type == "code" and is_test_cell(c)]
     if not tests:
         return []
     try:
         answer_cells = write_answer_modules(submission, master, isolation.workdir)
     except OSError as exc:  # the student's folder is full (its own processes filled it): no check can run there
-        return [TestResult(grade_id(c), 0.0, float(nbgrader_meta(c)["points"]),
+        return [TestResult(grade_id(c) or "", 0.0, float(nbgrader_meta(c)["points"]),
                            f"not run: your answers could not be written into your folder ({exc.strerror or exc})",
                            "check") for c in tests]
     preamble = "\n".join(c.source for c in master.cells
@@ -53,7 +56,7 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline,
     process = start_judge(isolation, job_file, results_file, errors_file,
                           start_launcher=bool(lesson_meta(master).get("matrix_checks")))
     results: dict[str, dict] = {}
-    out, err = _talk_to_judge(process, results_file, errors_file, deadline, on_result)
+    out, err = _talk_to_judge(process, results_file, errors_file, deadline, on_result, on_start)
     last_words = cut_at_word((err.decode(errors="replace").strip().splitlines() or [""])[-1], 300)
     for line in out.decode(errors="replace").splitlines():
         try:
@@ -110,22 +113,26 @@ def start_judge(isolation: Isolation, job_file: Path, results_file: Path, errors
 
 
 def _talk_to_judge(process, results_file: Path, errors_file: Path, deadline: Deadline,
-                   on_result: Callable[[str, bool], None] | None) -> tuple[bytes, bytes]:
-    """Wait for the judge, telling ``on_result`` each result as it lands in ``results_file`` (a lesson's checks
-    take minutes on a loaded machine: the command line says so as they come), and stop it at the deadline. Its
-    stdout and stderr, whole."""
+                   on_result: Callable[[str, bool], None] | None,
+                   on_start: Callable[[str], None] | None = None) -> tuple[bytes, bytes]:
+    """Wait for the judge, telling ``on_start`` each check it starts and ``on_result`` each result as they land in
+    ``results_file`` (a lesson's checks take minutes on a loaded machine: the command line says so as they come),
+    and stop it at the deadline. Its stdout and stderr, whole."""
     told = 0
 
     def tell_new() -> None:
         nonlocal told
         lines = _read_bytes(results_file).split(b"\n")[:-1]  # complete lines only
         for line in lines[told:]:
-            if on_result is not None:
-                try:
-                    result = json.loads(line)
+            try:
+                result = json.loads(line)
+                if "started" in result:
+                    if on_start is not None:
+                        on_start(str(result["started"]))
+                elif on_result is not None:
                     on_result(str(result["name"]), result.get("passed") is True)
-                except (ValueError, KeyError, TypeError):
-                    pass
+            except (ValueError, KeyError, TypeError):
+                pass
         told = max(told, len(lines))
 
     try:
@@ -170,7 +177,7 @@ def without_agent_words(problem: str) -> str:
     return _AGENT_WORDS.sub(hidden, problem)
 
 
-def references_for(check: dict, references: dict | None) -> dict:
+def references_for(check: Mapping[str, Any], references: dict | None) -> dict:
     """The master's answers a matrix check runs its agent on: those its ``on_reference_answers`` names (``true``:
     every one the lesson lends), so that each exercise's matrix depends on that exercise's answer alone."""
     wanted = check.get("on_reference_answers")
@@ -235,8 +242,6 @@ def local_imports(agent: Path) -> list[Path]:
 def placeholders(paths) -> list[str]:
     """Which of these files still hold the student notebook's placeholder, in words: ``keys.py line 6 still has
     the placeholder ...``."""
-    from crashlab.lessons.notebook import placeholder_line, placeholder_words
-
     found = []
     for path in paths:
         line = placeholder_line(own_text(path) or "")
@@ -268,7 +273,7 @@ def name_unanswered(tests: list[TestResult], master, workdir: Path) -> None:
             test.output = f"not answered yet: {'; '.join(found)}. What the check saw: {test.output}"
 
 
-def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict | None = None,
+def score_matrix_check(check: Mapping[str, Any], workdir: Path, needs=None, references: dict | None = None,
                        deadline: float | None = None, progress: bool = False) -> TestResult:
     """Score one crash-matrix check on an agent file in ``workdir`` (``needs``: a shared
     :class:`crashlab.engines.needs.Needs`, so servers such as Temporal start once per grading run). A check with
@@ -294,15 +299,14 @@ def score_matrix_check(check: dict, workdir: Path, needs=None, references: dict 
     return _matrix_result(check, agent, needs, deadline, progress, on_references=False)
 
 
-def _matrix_result(check: dict, agent: Path, needs, deadline: float | None, progress: bool,
+def _matrix_result(check: Mapping[str, Any], agent: Path, needs, deadline: float | None, progress: bool,
                    on_references: bool) -> TestResult:
     from crashlab.harness import MatrixOptions, crash_test
 
     name, max_score = check["name"], float(check["points"])
     options = MatrixOptions.from_spec(check)
-    matrix = crash_test(agent, options.points, progress=progress, workdir=None,  # rows in a folder of the grader's
-                        extra_env=needs.env_for(check), stop_at_first_failure=True, deadline=deadline,
-                        **options.crash_test_kwargs())
+    matrix = crash_test(agent, options, progress=progress, workdir=None,  # rows in a folder of the grader's
+                        extra_env=needs.env_for(check), stop_at_first_failure=True, deadline=deadline)
     if matrix.past_deadline:
         return TestResult(name, 0.0, max_score, f"timed out: the submission's deadline passed during this matrix "
                                                 f"({len(matrix.rows)} of {len(matrix.rows) + matrix.not_run} crash "

@@ -34,6 +34,7 @@ from crashlab.grading.build import as_given_to_students
 from crashlab.grading.report import GradeReport, GradingError, TestResult, without_grader_paths, write_results
 from crashlab.grading.submissions import read_notebook
 from crashlab.engines.needs import Needs
+from crashlab.plumbing.progress import Ticker
 from crashlab.course.metadata import lesson_meta
 
 # --- 1. find the master and restore its locked cells --------------------------------------------------------
@@ -148,22 +149,28 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
     def say(stage: str) -> None:
         if progress is not None:
             progress(f"[{time.monotonic() - started_at:4.0f} s] {stage}")
+            ticker.said()
+    # A stage silent for a few seconds says it is still going (a lesson's checks take minutes on a loaded machine).
+    ticker = Ticker(say)
     isolation = None
     saved_env, saved_tempdir, system_tmp = dict(os.environ), tempfile.tempdir, tempfile.gettempdir()
     try:
+        if progress is not None:
+            ticker.start()
         lesson = report.lesson
         # Hidden from the student's processes: the masters, the git history that holds them too, and the
         # library's answers to this lesson.
-        secret = (solutions, solutions.parent / ".git", *answer_files(lesson))
+        secret = (solutions, solutions.parent / ".git", *map(Path, answer_files(lesson)))
         say(f"grading {path.name} against {master_path.name} (lesson {lesson}), deadline {deadline:.0f} s")
         isolation = Isolation(None, isolate, hide=secret, lesson=lesson)
         workdir = isolation.workdir
         report.isolated = isolation.isolated
         report.sealed = dict(isolation.sealed)
         report.notes += isolation.notes
-        say("running the notebook as the student" + (" (a sandbox user)" if isolation.isolated else "")
-            + ": the cells that write your files and your answer cells")
-        report.notes += run_submission(nb, isolation, limit, cell_timeout)
+        ticker.stage("running the notebook as the student" + (" (a sandbox user)" if isolation.isolated else "")
+                     + ": the cells that write your files and your answer cells")
+        report.notes += run_submission(nb, isolation, limit, cell_timeout, on_cell=lambda i, n: ticker.stage(
+            f"running the notebook as the student, cell {i} of {n}", quiet=True))
         # The earlier lessons' files that the checks run: handed over once the student's kernel is dead, seen by
         # the checks' agents and not by the student's code (see crashlab.grading.judge), and gone before the
         # matrices run the student's agents.
@@ -172,9 +179,10 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
             isolation.give_lesson_files(uses, solutions)
         points = {grade_id(c): float(nbgrader_meta(c)["points"]) for c in master.cells
                   if c.cell_type == "code" and is_test_cell(c)}
-        say(f"judging your answers: {len(points)} check(s), each said as it ends")
+        ticker.stage(f"judging your answers: {len(points)} check(s), each said as it ends")
         report.tests += judge_checks(master, nb, isolation, limit, on_result=lambda name, passed: say(
-            f"  {name}: {points.get(name, 0) if passed else 0:g}/{points.get(name, 0):g}"))
+            f"  {name}: {points.get(name, 0) if passed else 0:g}/{points.get(name, 0):g}"),
+            on_start=lambda name: ticker.stage(f"judging {name}", quiet=True))
         isolation.kill_everything()
         isolation.take_lesson_files_back()
         os.environ.clear()
@@ -189,7 +197,8 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
                                                    "timed out: the submission's deadline passed first", "matrix"))
                     continue
                 check = {**check, "timeout": min(float(check.get("timeout", 60)), max(5.0, limit.left()))}
-                say(f"crash matrix {check['name']}: {check['agent']}, killed at each crash point and resumed")
+                ticker.stage(f"crash matrix {check['name']}: {check['agent']}, killed at each crash point and resumed")
+                ticker.stage(None, quiet=True)  # its progress bar's clock runs on
                 report.tests.append(score_matrix_check(check, workdir, needs, references, deadline=limit.at,
                                                        progress=progress is not None))
                 say(f"  {check['name']}: {report.tests[-1].score:g}/{report.tests[-1].max_score:g}")
@@ -204,6 +213,7 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
         for test in report.tests:
             test.output = without_grader_paths(test.output, folders)
     finally:
+        ticker.stop()
         os.environ.clear()
         os.environ.update(saved_env)
         tempfile.tempdir = saved_tempdir

@@ -5,19 +5,27 @@ The notebook run here only produces the student's files; nothing in it awards a 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 import nbformat
 
 from crashlab.course.notebooks import lesson_of
+from crashlab.engines.registry import server_binaries, student_env
+from crashlab.grading.run_notebook import CELL_MARK
 from crashlab.grading.report import GradingError
 from crashlab.plumbing.sandbox_slot import SandboxSlot
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
+
+if TYPE_CHECKING:
+    from crashlab.plumbing.sandbox import Sandbox
+    from crashlab.plumbing.sandbox_box import Limits, OwnNetwork
 
 
 def write_new_file(path: Path, text: str) -> None:
@@ -64,9 +72,10 @@ class Isolation:
         self.notes: list[str] = []
         self.sealed: dict[str, object] = {}
         self.lesson_files: Path | None = None
-        self.slot = None
-        self.sandbox = None
-        self.network = self.limits = None
+        self.slot: SandboxSlot | None = None
+        self.sandbox: Sandbox | None = None
+        self.network: OwnNetwork | None = None
+        self.limits: Limits | None = None
         self.mounted: list[Path] = []
         self._already_running: set[int] = set()
         # The crash matrices' rows, worlds and agent outputs: a folder of root's that agents can pass through to
@@ -110,6 +119,7 @@ class Isolation:
     def _seal(self, hide) -> None:
         """The sandbox user and the box's seals, each where the machine allows it (the notes say what it did not)."""
         from crashlab.plumbing.sandbox_box import FILES_BYTES, FILES_COUNT, Limits, OwnNetwork, mount_tmpfs
+        from crashlab.plumbing.sandbox_users import MEMORY_LIMIT, PROCESS_LIMIT
 
         see = (self.workdir, self.scratch, self.lessons)
         self.slot = SandboxSlot(self.workdir / "home", hide=tuple(hide), see=see,
@@ -138,7 +148,8 @@ class Isolation:
             self.slot.limit(self.limits.paths)
         else:
             self.notes.append(f"no cgroup for the grading ({self.limits.why}): its memory and processes are capped per "
-                              "process only (6 GiB of address space each, 768 processes per user)")
+                              f"process only ({MEMORY_LIMIT // 1024 ** 3} GiB of address space each, "
+                              f"{PROCESS_LIMIT} processes per user)")
         self.sandbox = self.slot.sandbox
         self.network = OwnNetwork()
         self.sealed["network"] = self.network.ok
@@ -155,8 +166,9 @@ class Isolation:
 
         for master in sorted(solutions.glob("*.ipynb")):
             nb = nbformat.read(master, as_version=4)
-            if lesson_of(nb) in lessons:
-                folder = self.lessons / lesson_of(nb)
+            lesson = lesson_of(nb)
+            if lesson is not None and lesson in lessons:
+                folder = self.lessons / lesson
                 folder.mkdir(mode=0o755)
                 for name, source in written_files(nb).items():
                     write_new_file(folder / name, source)
@@ -180,9 +192,9 @@ class Isolation:
         learn the private folders."""
         from crashlab.plumbing import sandbox as sandboxes
 
-        kept = ("CRASHLAB_ROOT", "CRASHLAB_TEMPORAL_BIN", "CRASHLAB_RESTATE_BIN")  # where the servers' binaries are
+        kept = ("CRASHLAB_ROOT", *server_binaries())  # the course, and where the engines' servers' binaries are
         own = {k: v for k, v in os.environ.items() if not k.startswith("CRASHLAB_") or k in kept}  # not its servers'
-        env = {**sandboxes.student_env(own), **{k: own[k] for k in kept if k in own}}
+        env = {**sandboxes.student_env(own, engines=student_env()), **{k: own[k] for k in kept if k in own}}
         env.update({"HOME": str(self.workdir / "home"), "JUPYTER_RUNTIME_DIR": str(self.workdir / "home" / "runtime"),
                     "MPLCONFIGDIR": str(self.workdir / "home" / "mpl"), "CRASHLAB_PRIVATE_DIR": str(self.private),
                     "CRASHLAB_REFERENCE_DIR": str(self.refs),
@@ -193,7 +205,7 @@ class Isolation:
         if self.lesson_files is not None:
             env["CRASHLAB_LESSON_FILES"] = str(self.lesson_files)
         if not trusted:
-            env = sandboxes.student_env(env)  # never the grader's own variables, whatever their names
+            env = sandboxes.student_env(env, engines=student_env())  # never the grader's own, whatever their names
         if self.sandbox is not None:
             env = self.sandbox.env(env)
         return env
@@ -289,9 +301,10 @@ def keep_only_what_the_submission_writes(nb, master) -> int:
 
 
 def run_submission(nb, isolation: Isolation, deadline: Deadline, cell_timeout: int,
-                   executed: Path | None = None) -> list[str]:
+                   executed: Path | None = None, on_cell: Callable[[int, int], None] | None = None) -> list[str]:
     """Run the notebook as the student until it ends or the deadline passes; return notes. ``executed``: where
-    to save the notebook with its outputs (the learner's self-check reads them; grading never does)."""
+    to save the notebook with its outputs (the learner's self-check reads them; grading never does). ``on_cell(i, n)``:
+    told as the kernel starts the notebook's cell i of n (a lesson's cells take minutes on a loaded machine)."""
     source = isolation.workdir / "submission.ipynb"
     nbformat.write(nb, source)
     if isolation.sandbox is not None:
@@ -303,8 +316,17 @@ def run_submission(nb, isolation: Isolation, deadline: Deadline, cell_timeout: i
                                    str(cell_timeout), str(isolation.workdir), *([str(executed)] if executed else [])],
                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
     notes = []
+    told = 0
     try:
-        process.wait(timeout=max(1.0, deadline.left()))
+        while True:
+            try:
+                process.wait(timeout=min(0.5, max(0.05, deadline.left())) if on_cell else max(1.0, deadline.left()))
+                break
+            except subprocess.TimeoutExpired:
+                if deadline.passed:
+                    raise
+                told = _tell_cells(log, told, on_cell)
+        _tell_cells(log, told, on_cell)
         text = log.read_text(errors="replace")
         notes += [line for line in text.splitlines() if line.startswith("the ")][:3]
     except subprocess.TimeoutExpired:
@@ -313,3 +335,14 @@ def run_submission(nb, isolation: Isolation, deadline: Deadline, cell_timeout: i
     isolation.kill_everything()
     process.wait()
     return notes
+
+
+def _tell_cells(log: Path, told: int, on_cell: Callable[[int, int], None] | None) -> int:
+    """Tell ``on_cell`` of each ``CELL i/n`` line the notebook's runner wrote to ``log`` since line ``told``."""
+    lines = log.read_text(errors="replace").splitlines()
+    for line in lines[told:]:
+        if on_cell is not None and line.startswith(CELL_MARK):
+            with contextlib.suppress(ValueError):
+                index, count = line[len(CELL_MARK):].split("/")
+                on_cell(int(index), int(count))
+    return len(lines)

@@ -23,6 +23,7 @@ import time
 import traceback
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Sequence
 
 from crashlab.harness.launcher import fork_kept_launcher
 from crashlab.plumbing.lazy import lazy_module
@@ -75,7 +76,7 @@ def feedback(exc: BaseException, source: str) -> str:
     if student:
         where = getattr(exc, "__where__", "")
         at = f" ({where})" if where and where not in student else ""
-        from crashlab.lessons.words import placeholder_raised  # on a failure only: the lessons' rule for a placeholder
+        from crashlab.course.placeholder import placeholder_raised  # on a failure only: the course's rule for one
 
         if placeholder_raised(exc):  # the student notebook's placeholder, still raising
             return f"not answered yet: your code still raises {student}{at}, the placeholder's exception{in_check}"
@@ -89,7 +90,7 @@ def feedback(exc: BaseException, source: str) -> str:
             return f"{message}{in_check}"
         if message:
             return f"check failed{about}: {message}"
-        if not hidden:
+        if not hidden and line:
             return f"check failed{about}: {source.splitlines()[line - 1].strip()}"
         if requirement:
             return f"a hidden check of requirement {requirement} failed: compare your answer with what the text says"
@@ -125,7 +126,7 @@ def kill_students_processes() -> None:
 
 
 def stop_worlds() -> None:
-    from crashlab.lessons.kernel import stop_worlds as stop  # the lessons' own list of the worlds a check started
+    from crashlab.world.scenes import stop_worlds as stop  # the scenes' own list of the worlds a check started
 
     stop()
 
@@ -145,7 +146,7 @@ class Checks:
     the given cells (the preamble) run once, before the first check that needs them."""
 
     def __init__(self, workdir: Path, preamble: str, answer_cells: list[dict], timeout: float,
-                 student_modules: list[str] = ()):
+                 student_modules: Sequence[str] = ()):
         self.workdir, self.preamble, self.answer_cells, self.timeout = workdir, preamble, answer_cells, timeout
         self.student_modules = {*student_modules, *(str(cell["module"]) for cell in answer_cells)}
         # Where the student's code prints while a check calls it: opened once, before any check changes this
@@ -233,6 +234,10 @@ def main() -> None:
                     job.get("student_modules", []))
     try:
         for check in job["checks"]:
+            first = ("" if checks.prepared or not checks.preamble.strip()
+                     else " (first the lesson's given cells it uses)")
+            out.write(json.dumps({"started": check["name"] + first}) + "\n")  # the grader says what is running
+            out.flush()
             out.write(json.dumps(checks.run(check)) + "\n")
             out.flush()
     finally:

@@ -22,7 +22,10 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
+from crashlab.engines.registry import student_env
+from crashlab.errors import CrashlabError
 from crashlab.plumbing import sandbox as sandboxes
 from crashlab.plumbing.process_tree import die_with_parent
 from crashlab.grading.remote import decode, dumps, encode
@@ -32,7 +35,7 @@ class StudentCodeError(Exception):
     """Base of the local stand-ins for exceptions the student's code raised."""
 
 
-class SubjectGone(RuntimeError):
+class SubjectGone(CrashlabError, RuntimeError):
     pass
 
 
@@ -45,12 +48,13 @@ class Subject:
         reaches none of its worlds."""
         self.workdir = workdir
         self.deadline = deadline
-        self.callbacks: dict[int, object] = {}
+        self.callbacks: dict[int, Any] = {}
         self.lock = threading.RLock()
         req_read, self._req = os.pipe()
         self._rep, rep_write = os.pipe()
         private = ("CRASHLAB_PRIVATE_DIR", "CRASHLAB_REFERENCE_DIR")
-        env = sandboxes.child_env({k: v for k, v in os.environ.items() if k not in private}, student=True)
+        env = sandboxes.child_env({k: v for k, v in os.environ.items() if k not in private}, engines=student_env(),
+                                  student=True)
         # The earlier lessons' files that the checks run (as their masters write them; see
         # crashlab.lessons.kernel.extract_lesson_files) are not the student's: the process running the student's code
         # does not see them.
@@ -99,10 +103,10 @@ class Subject:
                 return decode(reply["value"], self.local)
 
     def _answer_callback(self, message: dict) -> None:
-        function = self.callbacks.get(message["callback"])
+        function: Any = self.callbacks.get(message["callback"])  # None: the call fails, and the subject is told
         try:
-            args = decode(message["args"], self.local)
-            kwargs = decode(message["kwargs"], self.local)
+            args: Any = decode(message["args"], self.local)
+            kwargs: Any = decode(message["kwargs"], self.local)
             result = function(*args, **kwargs)
             self._send({"callback_result": encode(result, self.remote_arg)})
         except Exception as exc:  # noqa: BLE001 -- reported to the subject, which raises it there
@@ -175,10 +179,10 @@ _classes: dict[str, type] = {}
 _SAFE = re.compile(r"[^A-Za-z0-9_]")
 
 
-def exception_class(mro: list[str]) -> type:
+def exception_class(mro: list[str]) -> type[BaseException]:
     """A local class for a remote exception class: the real one for builtins and the course library
     (already imported here), a stand-in named like it otherwise."""
-    base: type = StudentCodeError
+    base: type[BaseException] = StudentCodeError
     for name in reversed(mro):  # from the most general class to the most specific
         module, _, qualname = name.rpartition(".")
         known = _trusted_class(module, qualname)
@@ -192,7 +196,7 @@ def exception_class(mro: list[str]) -> type:
 
 
 def _trusted_class(module: str, qualname: str) -> type | None:
-    owner = builtins if module == "builtins" else sys.modules.get(module)
+    owner: Any = builtins if module == "builtins" else sys.modules.get(module)
     if owner is None or not (module == "builtins" or module.startswith("crashlab.")):
         return None
     value = owner
@@ -204,7 +208,7 @@ def _trusted_class(module: str, qualname: str) -> type | None:
 
 def remote_exception(error: dict) -> BaseException:
     cls = exception_class([str(n) for n in error.get("mro", [])])
-    exc = cls.__new__(cls)
+    exc: Any = cls.__new__(cls)  # given the student's words and where, below, for the feedback
     BaseException.__init__(exc, str(error.get("message", "")))
     for key, value in (error.get("attrs") or {}).items():
         try:

@@ -44,7 +44,7 @@ def master_answers(master, grade_ids) -> dict[str, tuple[str | None, str]]:
     """The master's answer cells named by ``grade_ids``, without their solution markers: for a ``%%writefile``
     cell the file it writes and its text, for a cell of plain Python None and its source."""
     cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in master.cells}
-    answers = {}
+    answers: dict[str, tuple[str | None, str]] = {}
     for gid in grade_ids:
         cell = cells.get(gid)
         first, _, body = (cell.source if cell is not None else "").partition("\n")
@@ -59,7 +59,7 @@ def master_answers(master, grade_ids) -> dict[str, tuple[str | None, str]]:
     return answers
 
 
-def lesson_references(master) -> dict[str, tuple[str, str]]:
+def lesson_references(master) -> dict[str, tuple[str | None, str]]:
     """The master's answers that its lesson metadata names in ``reference_answers``."""
     return master_answers(master, lesson_meta(master).get("reference_answers", []))
 
@@ -105,7 +105,7 @@ def reference_workspace(workdir: Path, chdir: bool = False):
         if chdir:  # the check's own scratch folders too: the student's temporary folder is not the reference user's
             (folder / ".tmp").mkdir(mode=0o700)
             tempfile.tempdir = os.environ["TMPDIR"] = str(folder / ".tmp")
-        if root:
+        if reference is not None and previous is not None:  # root, with a reference user
             own_tree(folder, reference.uid, reference.gid)
             if chdir:
                 set_fs_ids(reference.uid, reference.gid)  # what the check makes there is the reference user's
@@ -150,7 +150,7 @@ def copy_on_answers(agent: Path, answers: dict[str, tuple[str, str]]) -> Path:
 def on_reference_answers(agent: str | Path) -> Path:
     """``agent`` as the checks should run it: while grading, a copy that uses the master's answers to the
     exercises it builds on (see the module's docstring); otherwise ``agent`` itself."""
-    files = {gid: answer for gid, answer in REFERENCES.items() if answer[0] is not None}
+    files = {gid: (name, text) for gid, (name, text) in REFERENCES.items() if name is not None}
     if not files:
         return Path(agent)
     if not sandboxes.in_reference_runs():  # never beside the student's code (a check that names it runs in one)

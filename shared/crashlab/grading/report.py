@@ -8,10 +8,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from crashlab.errors import CrashlabError
 from crashlab.plumbing.outputs import RESULTS, write_output
 
 
-class GradingError(RuntimeError):
+class GradingError(CrashlabError, RuntimeError):
     """The file cannot be graded (not a notebook, not a course notebook). The message says why."""
 
 

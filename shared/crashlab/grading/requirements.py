@@ -83,10 +83,11 @@ def visible_source(cell) -> str:
 def exercise_texts(nb) -> dict[str, str]:
     """Each graded check cell's exercise text, by grade_id: the markdown cells and the answer cells
     (solution regions left out) after the previous graded check cell, up to this one."""
-    texts, parts = {}, []
+    texts: dict[str, str] = {}
+    parts: list[str] = []
     for cell in nb.cells:
         if is_graded_cell(cell):
-            texts[grade_id(cell)] = "\n\n".join(parts)
+            texts[str(grade_id(cell))] = "\n\n".join(parts)
             parts = []
         elif cell.cell_type == "markdown":
             parts.append(cell.source)
@@ -128,7 +129,7 @@ def check_cell_requirements(source: str, text: str, notebook: str = "", check: s
         return {}, problems
     markers = [(number, m.group(1), m.group(2).strip()) for number, line in enumerate(lines, start=1)
                if (m := MARKER.match(line))]
-    declared_later = {}
+    declared_later: dict[str, int] = {}
     for number, rid, rest in markers:
         if DECLARATION.match(rest):
             declared_later.setdefault(rid, number)
@@ -222,10 +223,11 @@ def matrix_problems(nb, notebook: str = "") -> list[Problem]:
 def registry(nb, notebook: str = "") -> tuple[dict[str, dict[str, Requirement]], list[Problem]]:
     """Every graded check cell's requirements, by grade_id, and every problem of the notebook."""
     texts = exercise_texts(nb)
-    found, problems = {}, []
+    found: dict[str, dict[str, Requirement]] = {}
+    problems: list[Problem] = []
     for cell in nb.cells:
         if is_graded_cell(cell):
-            gid = grade_id(cell)
+            gid = str(grade_id(cell))  # a graded cell has one
             found[gid], cell_problems = check_cell_requirements(cell.source, texts[gid], notebook, gid)
             problems += cell_problems
     return found, problems + matrix_problems(nb, notebook)

@@ -19,6 +19,8 @@ import nbformat
 
 from crashlab.plumbing.tracebacks import cut_at_word
 
+CELL_MARK = "CELL "  # a line "CELL i/n" on stderr as the kernel starts cell i of n: the grader shows its progress
+
 
 def client_class():
     """nbclient's client, with a per-cell timeout that holds. At the timeout it interrupts the kernel, and then
@@ -51,6 +53,8 @@ def main() -> int:
     client = client_class()(nb, timeout=cell_timeout, kernel_name="python3", allow_errors=True,
                             interrupt_on_timeout=True, resources={"metadata": {"path": workdir}},
                             extra_arguments=QUIET_KERNEL)
+    client.on_cell_start = lambda cell, cell_index: print(f"{CELL_MARK}{cell_index + 1}/{len(nb.cells)}",
+                                                           file=sys.stderr, flush=True)
     status = 0
     try:
         client.execute(cwd=workdir)

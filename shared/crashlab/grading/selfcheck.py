@@ -25,6 +25,7 @@ import os
 import re
 import time
 from pathlib import Path
+from typing import Any, Callable, Mapping
 
 import nbformat
 
@@ -36,7 +37,8 @@ from crashlab.grading.isolation import Deadline, Isolation, run_submission
 from crashlab.course.notebooks import exercise_of, grade_id, is_answer_cell, is_test_cell, lesson_of, nbgrader_meta, repo_root
 from crashlab.grading.report import GradeReport, GradingError, TestResult
 from crashlab.engines.needs import Needs
-from crashlab.lessons.notebook import PLACEHOLDER, unwritten
+from crashlab.course.placeholder import PLACEHOLDER, unwritten
+from crashlab.plumbing.progress import Ticker
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
 from crashlab.course.metadata import lesson_meta
 
@@ -109,7 +111,7 @@ def visible_check_result(cell, nb, workdir: Path) -> TestResult:
     return TestResult(name, 0.0, points, why, "cell")
 
 
-def matrix_result(check: dict, workdir: Path, needs: Needs, deadline: Deadline) -> TestResult:
+def matrix_result(check: Mapping[str, Any], workdir: Path, needs: Needs, deadline: Deadline, progress: bool = False) -> TestResult:
     name, points = check["name"], float(check["points"])
     agent = workdir / check["agent"]
     missing = unanswered(agent)
@@ -121,12 +123,21 @@ def matrix_result(check: dict, workdir: Path, needs: Needs, deadline: Deadline) 
     if deadline.passed:
         return TestResult(name, 0.0, points, "not run: the self-check's deadline passed first", "matrix")
     check = {**check, "timeout": min(float(check.get("timeout", 60)), max(5.0, deadline.left()))}
-    return score_matrix_check(check, workdir, needs)
+    return score_matrix_check(check, workdir, needs, progress=progress)
 
 
-def self_check(path: str | Path, *, cell_timeout: int = 120, deadline: float = 900.0) -> GradeReport:
-    """Self-check a learner's notebook; raises GradingError for a file that is not a course notebook."""
+def self_check(path: str | Path, *, cell_timeout: int = 120, deadline: float = 900.0,
+               progress: Callable[[str], None] | None = None) -> GradeReport:
+    """Self-check a learner's notebook; raises GradingError for a file that is not a course notebook. ``progress``:
+    told each stage as it starts, and that it is still going after a few silent seconds (the command line prints
+    them); the crash matrices then show a progress bar."""
     started = time.time()
+
+    def say(stage: str) -> None:
+        if progress is not None:
+            progress(f"[{time.time() - started:4.0f} s] {stage}")
+            ticker.said()
+    ticker = Ticker(say)
     path = Path(path).resolve()
     nb = read_submission(path)
     lesson = lesson_of(nb)
@@ -147,16 +158,23 @@ def self_check(path: str | Path, *, cell_timeout: int = 120, deadline: float = 9
     workdir = make_scratch("crashlab-check-")
     isolation = None
     try:
+        if progress is not None:
+            ticker.start()
         isolation = Isolation(workdir, False, hide=(), lesson=lesson)
         executed = isolation.private / "executed.ipynb"
-        report.notes += run_submission(nb, isolation, limit, cell_timeout, executed=executed)
+        ticker.stage(f"running {path.name} as Run All does (the long given demonstrations left out)")
+        report.notes += run_submission(nb, isolation, limit, cell_timeout, executed=executed, on_cell=lambda i, n:
+                                       ticker.stage(f"running {path.name}, cell {i} of {n}", quiet=True))
         ran = nbformat.read(executed, as_version=4) if executed.is_file() else nb
         report.tests += [visible_check_result(cell, ran, workdir) for cell in ran.cells
                          if cell.cell_type == "code" and is_test_cell(cell)]
         with Needs(isolation.private / "servers") as needs:
             for check in lesson_meta(nb).get("matrix_checks", []):
-                report.tests.append(matrix_result(check, workdir, needs, limit))
+                ticker.stage(f"crash matrix {check['name']}: {check['agent']}, killed at each crash point and resumed")
+                ticker.stage(None, quiet=True)  # its progress bar's clock runs on
+                report.tests.append(matrix_result(check, workdir, needs, limit, progress=progress is not None))
     finally:
+        ticker.stop()
         if isolation is not None:
             isolation.close()
         remove_scratch(workdir)

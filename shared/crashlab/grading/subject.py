@@ -7,6 +7,8 @@ code may print what it likes to stdout and stderr, which go to a file, never to 
 
 from __future__ import annotations
 
+from typing import Any
+
 import importlib
 import json
 import os
@@ -21,7 +23,7 @@ from crashlab.plumbing.tracebacks import is_students_file
 class Subject:
     def __init__(self, requests, replies):
         self.requests, self.replies = requests, replies
-        self.objects: dict[int, object] = {}
+        self.objects: dict[int, Any] = {}
         self.lock = threading.RLock()
 
     # --- values --------------------------------------------------------------------------------------
@@ -75,7 +77,9 @@ class Subject:
                 value = getattr(self.objects[message["id"]], message["name"])
             elif op == "call":
                 target = self.objects[message["id"]]
-                value = target(*decode(message["args"], self.resolve), **decode(message["kwargs"], self.resolve))
+                args: Any = decode(message["args"], self.resolve)
+                kwargs: Any = decode(message["kwargs"], self.resolve)
+                value = target(*args, **kwargs)
             else:
                 raise ValueError(f"unknown op {op!r}")
             reply = {"value": encode(value, self.ref)}

@@ -21,10 +21,11 @@ The package, by concern: :mod:`~crashlab.harness.runs` (agent processes, Ctrl-C)
 (what a correct agent shows, the judge), :mod:`~crashlab.harness.matrix` (rows and the crash matrix).
 """
 
+from crashlab.crash_points import BASELINE, double_crash_pairs
 from crashlab.harness.options import MatrixOptions
-from crashlab.harness.matrix import MAX_RESUMERS, Matrix, crash_row, crash_test, double_crash_pairs, resolve_points
+from crashlab.harness.matrix import MAX_RESUMERS, Matrix, crash_row, crash_test, resolve_points
 from crashlab.harness.runs import CrashTestAgents, ProcessRun, RowsStopped, RunningAgent, run_agent, run_python, start_agent
-from crashlab.harness.verdicts import BASELINE, EXPECTATIONS, FAILURE_EXPECTATIONS, Row, judge
+from crashlab.harness.verdicts import EXPECTATIONS, FAILURE_EXPECTATIONS, Row, judge
 
 __all__ = ["crash_test", "crash_row", "run_agent", "run_python", "start_agent", "double_crash_pairs", "resolve_points",
            "judge", "Matrix", "Row", "ProcessRun", "RowsStopped", "EXPECTATIONS", "FAILURE_EXPECTATIONS", "BASELINE",

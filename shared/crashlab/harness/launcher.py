@@ -33,13 +33,14 @@ import threading
 import time
 from pathlib import Path
 
+from crashlab.errors import CrashlabError
 from crashlab.plumbing.processes import kill_group
 from crashlab.plumbing.tracebacks import cut_at_word
 
 DEFAULT_PRELOAD = ("anthropic", "httpx", "crashlab.agent")
 
 
-class LauncherError(RuntimeError):
+class LauncherError(CrashlabError, RuntimeError):
     pass
 
 
@@ -121,11 +122,11 @@ class _ForkedLauncher:
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() > deadline:
+        while (code := self.poll()) is None:
+            if timeout is not None and deadline is not None and time.monotonic() > deadline:
                 raise subprocess.TimeoutExpired(str(self.pid), timeout)
             time.sleep(0.02)
-        return self.returncode
+        return code
 
 
 class WarmLauncher:
@@ -141,20 +142,24 @@ class WarmLauncher:
         # The launcher's own output goes to a file of its own, never to ours: in a notebook, whatever a helper
         # process writes to the kernel's stderr shows up in the cell that happens to be running.
         self._log = tempfile.TemporaryFile()
+        self._process: _ForkedLauncher | subprocess.Popen[bytes]
         if fork:
             self._process = _ForkedLauncher(req_read, rep_write, self._log.fileno(), self.preload)
         else:
+            from crashlab.engines.registry import student_env
             from crashlab.plumbing.sandbox import launcher_env
 
             self._process = subprocess.Popen(
                 [sys.executable, "-P", "-m", "crashlab.harness.launcher", str(req_read), str(rep_write),
                  *self.preload],
                 pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
-                start_new_session=True, env=launcher_env(dict(os.environ)))
+                start_new_session=True, env=launcher_env(dict(os.environ), engines=student_env()))
         for fd in (req_read, rep_write):  # the launcher's ends
             os.close(fd)
         self._lock, self._cond = threading.Lock(), threading.Condition()
-        self._replies, self._exits, self._closed = {}, {}, False
+        self._replies: dict[str, dict] = {}
+        self._exits: dict[int, int] = {}
+        self._closed = False
         self._reader = threading.Thread(target=self._read_replies, daemon=True)
         self._reader.start()
         ready = self._await(lambda: self._replies.pop("ready", None), start_timeout)

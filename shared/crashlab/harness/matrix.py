@@ -13,16 +13,23 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from crashlab.plumbing import sandbox as sandboxes
+from crashlab.course.metadata import Expect, LauncherKind
+from crashlab.harness.options import Fault, MatrixKeywords, MatrixOptions
 from crashlab.harness.runs import CrashTestAgents, ProcessRun, RowsStopped, RunningAgent, run_agent, start_agent
-from crashlab.harness.verdicts import BASELINE, EXPECTATIONS, FAILURE_EXPECTATIONS, Row, judge
+from crashlab.harness.verdicts import EXPECTATIONS, FAILURE_EXPECTATIONS, Row, judge
 from crashlab.harness.launcher import WarmLauncher, kept_launcher
-from crashlab.crash_points import check_on_path, default_points, failure_points
-from crashlab.order import ORDER_ID, TOOL_ORDER, check_failure, failure_path
+from crashlab.crash_points import BASELINE, check_on_path, default_points, failure_points, row_label
+from crashlab.order import ORDER_ID, check_failure
 from crashlab.plumbing.outputs import MATRIX, write_output
+from crashlab.plumbing.progress import keep_ticking
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
 from crashlab.world import World
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 # Resume processes started at once after a crash (crash-test --resumers, soak --resumers A..B): a race needs two or
 # three; hundreds only measure the machine, and take many seconds to stop when the command is interrupted.
@@ -35,10 +42,10 @@ def _check_key_lifetime(key_lifetime: float | None) -> None:
         raise ValueError(f"key_lifetime must be between 0 and 600 seconds, got {key_lifetime!r}")
 
 
-def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect: str = "durable",
+def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect: Expect = "durable",
               workdir: Path | None = None, timeout: float = 60.0, keep: bool = False, resumers: int = 1,
-              then_crash_at: str | None = None, faults: list[tuple] | None = None, extra_env: dict | None = None,
-              launcher: "WarmLauncher | str | None" = "warm", fail: str | None = None,
+              then_crash_at: str | None = None, faults: list[Fault] | None = None, extra_env: dict | None = None,
+              launcher: WarmLauncher | LauncherKind | None = "warm", fail: str | None = None,
               key_lifetime: float | None = None) -> Row:
     """One row of the matrix: a fresh world, a crash at ``point`` (or none for the baseline), a resume.
 
@@ -75,7 +82,7 @@ def _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_cra
         launcher = kept_launcher()  # once: the row's world and every one of its runs fork from it
     world = World.start(base / "world", key_lifetime=key_lifetime,
                         launcher=launcher if isinstance(launcher, WarmLauncher) else None)
-    label = point if then_crash_at is None else f"{point} + {then_crash_at}"
+    label = row_label(point, then_crash_at)
     try:
         if failing is not None:
             world.fail_permanently(order_id, *failing)
@@ -140,30 +147,6 @@ def _resume(agent, world, order_id, count, timeout, extra_env, launcher) -> list
         raise
 
 
-def double_crash_pairs(sample: int | None = 6, fail: str | None = None) -> list[tuple[str, str]]:
-    """Pairs (first crash, crash during the resume) that a correct resume always reaches: the second
-    point is at a tool that comes after the first point's step, so no durable record can skip it. With
-    ``fail``, the tools of the failure path (the do steps up to the failure, then the undo steps); a model
-    call is paired only for a do step (code that owns the undo asks the model nothing for it)."""
-    if fail is None:
-        tools = list(TOOL_ORDER)
-    else:
-        do, undo = failure_path(check_failure(fail)[0])
-        tools = do + undo
-    pairs = []
-    for i, first_tool in enumerate(tools):
-        for later in tools[i + 1:]:
-            firsts = [f"before:{first_tool}", f"after:{first_tool}"]
-            if first_tool in TOOL_ORDER:
-                firsts.insert(0, f"after:model#{i + 1}")
-            for first in firsts:
-                pairs.append((first, f"after:{later}"))
-    if sample is not None and sample < len(pairs):
-        step = len(pairs) / sample
-        pairs = [pairs[int(k * step)] for k in range(sample)]
-    return pairs
-
-
 def resolve_points(points: str | list[str], fail: str | None = None) -> list[str]:
     """``"all"`` means every point of the order task (with ``fail``, of its failure path); otherwise a list or a
     comma-separated string, each a point of that path (a ValueError, one line, for one no run could reach)."""
@@ -178,11 +161,11 @@ def resolve_points(points: str | list[str], fail: str | None = None) -> list[str
 class Matrix:
     agent: str
     order_id: str
-    expect: str
+    expect: Expect
     rows: list[Row]
     seconds: float
     resumers: int = 1
-    launcher: str = "warm"
+    launcher: LauncherKind = "warm"
     fail: str | None = None  # TOOL:REASON of the failure path, or None
     not_run: int = 0  # rows left out after the first failing one (``stop_at_first_failure``)
     key_lifetime: float | None = None  # seconds a key lived in each row's world; resumes came after (None: forever)
@@ -262,15 +245,17 @@ class Matrix:
         write_output(path, json.dumps(self.as_dict(), indent=2) + "\n", MATRIX, force=force)
 
 
-def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str = ORDER_ID, *,
-               expect: str = "durable", baseline: bool = True, jobs: int = 2, timeout: float = 60.0,
-               progress: bool = True, workdir: str | Path | None = None, resumers: int = 1,
-               double: list[tuple[str, str]] | None = None, faults: list[tuple] | None = None,
-               extra_env: dict | None = None, launcher: "str | WarmLauncher" = "warm",
-               preload: tuple[str, ...] = (), fail: str | None = None, key_lifetime: float | None = None,
+def crash_test(agent: str | Path, options: MatrixOptions | str | list[str] = "all", order_id: str = ORDER_ID, *,
+               baseline: bool = True, progress: bool = True, workdir: str | Path | None = None,
+               extra_env: dict[str, str] | None = None, key_lifetime: float | None = None,
                stop_at_first_failure: bool = False, deadline: float | None = None,
-               stop: threading.Event | None = None) -> Matrix:
-    """Run the crash matrix: one row per crash point (plus a clean baseline run).
+               stop: threading.Event | None = None, **matrix: Unpack[MatrixKeywords]) -> Matrix:
+    """Run the crash matrix ``options`` on ``agent``: one row per crash point (plus a clean baseline run).
+
+    ``options`` is a :class:`~crashlab.harness.options.MatrixOptions` (``MatrixOptions.from_spec`` reads one from a
+    lesson's metadata); or, the keyword form lessons write, its points, with the rest of its fields as keywords
+    (``crash_test("agent.py", "all", expect="durable", launcher=launcher)``). Keywords given with a
+    ``MatrixOptions`` replace its fields.
 
     ``double`` adds rows with a second crash during the resume (see :func:`double_crash_pairs`);
     ``resumers`` starts that many resume processes at once; ``faults`` are armed in every row's world;
@@ -288,6 +273,9 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
     another thread, does the same at once: a Ctrl-C raised in the thread that started this matrix in a worker (the
     demo's) reaches no row of it, and would otherwise wait for the whole matrix to end.
     """
+    options = (options if isinstance(options, MatrixOptions) else MatrixOptions(points=options)).but(**matrix)
+    expect, launcher, fail, preload = options.expect, options.launcher, options.fail, options.preload
+    resumers, timeout, faults = options.resumers, options.timeout, options.faults
     agent = Path(agent)
     if not agent.is_file():
         raise FileNotFoundError(f"no agent file at {agent}")
@@ -300,13 +288,13 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
         fail = "{}:{}".format(*check_failure(fail))  # ValueError, one line, before any world starts
     _check_key_lifetime(key_lifetime)
     todo: list[tuple[str, str | None]] = [(BASELINE, None)] if baseline else []
-    todo += [(p, None) for p in resolve_points(points, fail)]
-    for first, second in double or []:
+    todo += [(p, None) for p in resolve_points(options.points, fail)]
+    for first, second in options.double or []:
         resolve_points([first, second], fail)
         todo.append((first, second))
     started = time.time()
     own_dir = workdir is None
-    workdir = make_scratch("crashlab-matrix-") if own_dir else Path(workdir)
+    workdir = Path(workdir) if workdir is not None else make_scratch("crashlab-matrix-")
     warm = None
     try:  # from here on, the scratch folder is removed however the run ends (a launcher that fails, Ctrl-C)
         workdir.mkdir(parents=True, exist_ok=True)
@@ -351,17 +339,19 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
                 failed.set()
             return row
 
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
             futures = [pool.submit(one_row, p, second) for p, second in todo]
             try:
                 done = as_completed(futures)
+                bar = None
                 if progress:
                     from tqdm.auto import tqdm  # a widget in a notebook (not text on the red stderr), else stderr
 
-                    done = tqdm(done, total=len(futures), desc=f"crash matrix: {agent.name}", unit="point",
-                                dynamic_ncols=True)
-                for future in done:
-                    future.result()
+                    done = bar = tqdm(done, total=len(futures), desc=f"crash matrix: {agent.name}", unit="point",
+                                      dynamic_ncols=True)
+                with keep_ticking(bar):  # a row can take many seconds: the bar's clock runs on meanwhile
+                    for future in done:
+                        future.result()
                 rows = [row for row in (f.result() for f in futures) if row is not None]
             except BaseException:
                 for future in futures:  # rows not started yet never start; those running end now, their agents killed
@@ -376,5 +366,5 @@ def crash_test(agent: str | Path, points: str | list[str] = "all", order_id: str
         if own_dir:
             remove_scratch(workdir)
     return Matrix(str(agent), order_id, expect, rows, time.time() - started, resumers=resumers,
-                  launcher="warm" if shared else launcher, fail=fail, not_run=len(todo) - len(rows),
+                  launcher="warm" if shared or launcher != "exec" else "exec", fail=fail, not_run=len(todo) - len(rows),
                   key_lifetime=key_lifetime, past_deadline=late.is_set())

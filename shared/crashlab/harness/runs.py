@@ -17,10 +17,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
+from crashlab.errors import CrashlabError
 from crashlab.plumbing import processes
 from crashlab.plumbing import sandbox as sandboxes
-from crashlab.harness.launcher import WarmLauncher, kept_launcher
+from crashlab.course.metadata import LauncherKind
+from crashlab.engines.registry import student_env
+from crashlab.harness.launcher import WarmLauncher, WarmProcess, kept_launcher
 from crashlab.order import ORDER_ID
 from crashlab.world.runscope import RunScope, run_scope
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
@@ -64,7 +68,7 @@ def run_python(args: list[str], env: dict | None = None, timeout: float = 60.0,
                cwd: str | Path | None = None) -> subprocess.CompletedProcess:
     """``python ARGS...`` as a new process that runs a learner's code: in a session of its own, and as
     the sandbox user while grading as root. Use it instead of ``subprocess.run([sys.executable, ...])``."""
-    env = sandboxes.child_env(dict(os.environ if env is None else env))
+    env = sandboxes.child_env(dict(os.environ if env is None else env), engines=student_env())
     process = subprocess.Popen([sys.executable, *map(str, args)], cwd=cwd, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True,
                                preexec_fn=sandboxes.preexec())
@@ -78,7 +82,7 @@ def run_python(args: list[str], env: dict | None = None, timeout: float = 60.0,
 
 def run_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, crash_at: str | None = None,
               timeout: float = 60.0, extra_env: dict | None = None,
-              launcher: "WarmLauncher | str | None" = "warm", args: list[str] | None = None) -> ProcessRun:
+              launcher: WarmLauncher | LauncherKind | None = "warm", args: list[str] | None = None) -> ProcessRun:
     """Run ``python AGENT --order ORDER_ID`` once as a new process, in the agent file's directory.
 
     With ``crash_at`` the world is armed first, for ``order_id`` and this run alone (its processes are marked
@@ -105,7 +109,14 @@ def run_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, cras
     return run
 
 
-class RowsStopped(RuntimeError):
+class AgentEnvironment(Protocol):
+    """What an agent process is started in: a :class:`~crashlab.world.World`, or anything that gives its environment
+    (the soak's snapshot of a world taken at a round's start)."""
+
+    def env(self, **extra: str) -> dict[str, str]: ...
+
+
+class RowsStopped(CrashlabError, RuntimeError):
     """The crash test is being stopped (Ctrl-C): its rows start no more agent processes."""
 
 
@@ -237,8 +248,8 @@ class RunningAgent:
             remove_scratch(self.output_dir)
 
 
-def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, extra_env: dict | None = None,
-                launcher: "WarmLauncher | str | None" = "warm", args: list[str] | None = None,
+def start_agent(agent: str | Path, world: AgentEnvironment, order_id: str = ORDER_ID, *, extra_env: dict | None = None,
+                launcher: WarmLauncher | LauncherKind | None = "warm", args: list[str] | None = None,
                 scope: RunScope | None = None) -> RunningAgent:
     """Start one agent process in a process group of its own (as the sandbox user while grading).
     ``launcher``: ``"warm"`` (the default): forked from this process's kept launcher
@@ -251,7 +262,7 @@ def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, ex
     process takes on before any of the agent's code runs (its cgroup, see :mod:`crashlab.world.runscope`)."""
     agent = Path(agent).resolve()
     argv = [str(a) for a in args] if args is not None else ["--order", order_id]
-    env = sandboxes.child_env(world.env(**(extra_env or {})))
+    env = sandboxes.child_env(world.env(**(extra_env or {})), engines=student_env())
     started = time.time()
     if isinstance(launcher, str) and launcher not in ("warm", "exec"):
         raise ValueError("launcher must be a WarmLauncher, 'warm', 'exec' or None")
@@ -260,6 +271,7 @@ def start_agent(agent: str | Path, world: World, order_id: str = ORDER_ID, *, ex
         raise RowsStopped("the crash test was stopped")
     if launcher == "warm":
         launcher = kept_launcher()
+    process: subprocess.Popen[str] | WarmProcess
     if launcher is None or launcher == "exec":
         process = subprocess.Popen([sys.executable, str(agent), *argv], cwd=agent.parent, env=env,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from crashlab.world.audit import Audit, Event
 from crashlab.harness.runs import ProcessRun
-from crashlab.crash_points import ALLOWED_REPEAT, allowed_repeats
+from crashlab.crash_points import ALLOWED_REPEAT, BASELINE, allowed_repeats
 from crashlab.order import TOOL_ORDER, check_failure, failure_path
 
 # What a correct agent must show at each crash point, by name.
@@ -24,8 +24,6 @@ FAILURE_EXPECTATIONS = {
     "no-repeats": f"cleanly undone, no repeated model call except {ALLOWED_REPEAT} (duplicates allowed)",
     "observe": "no verdict: report what happens",
 }
-BASELINE = "(no crash)"
-
 
 
 class Problems(list):

@@ -4,61 +4,83 @@ a notebook. Each name is imported on first use; a kernel that draws no heatmap n
 
 The lesson-specific helpers live beside this facade: :mod:`.kernel` (worlds and runs in a lesson's kernel),
 :mod:`.notebook` (a lesson's folder and exercise gates), :mod:`.words` (a failed check's words), :mod:`.restate`
-(reading Restate's journal), :mod:`.interview` (the question bank), :mod:`.frameworks` (what each engine recorded for
-a framework's agent).
+(the Restate lesson's scenes), :mod:`.interview` (the question bank), :mod:`.frameworks` (a framework's agent's keys
+and tables). What each engine records of an order is read by the engine's own folder (``read_record``).
 """
+
+from typing import TYPE_CHECKING
 
 from crashlab.lessons import interview
 from crashlab.lessons import restate as restate_lesson
 from crashlab.plumbing.lazy import lazy_exports
 from crashlab.plumbing.scratch import sweep_scratch
 
-_HARNESS = "crashlab.harness"
-_AGENT = "crashlab.agent"
-_ON_DEMAND = {
+if TYPE_CHECKING:  # each imported on first use (crashlab.plumbing.lazy reads this block)
     # the crash harness
-    **dict.fromkeys(["BASELINE", "CrashTestAgents", "Matrix", "RunningAgent", "crash_row", "crash_test",
-                     "double_crash_pairs", "run_agent", "run_python", "start_agent"], _HARNESS),
-    **dict.fromkeys(["WarmLauncher", "kept_launcher"], "crashlab.harness.launcher"),
+    from crashlab.harness import (BASELINE, CrashTestAgents, Matrix, RunningAgent, crash_row, crash_test,
+                                  double_crash_pairs, run_agent, run_python, start_agent)
+    from crashlab.harness.launcher import WarmLauncher, kept_launcher
     # the world, the order, and the agent's own clients (a lesson calls a tool by hand, or reads a reply)
-    "World": "crashlab.world",
-    **dict.fromkeys(["AMOUNT", "ORDER_ID", "SKU", "TOOLS", "TOOLS_WITH_UNDO", "UNDO_TOOLS", "order_details",
-                     "order_task", "undo_steps"], "crashlab.order"),
-    **dict.fromkeys(["MAX_TOKENS", "MODEL", "AgentError", "ToolCallFailed", "agent_main", "call_tool", "charge_card",
-                     "first_tool_use", "list_charges", "model_client", "reserve_item", "send_confirmation",
-                     "state_dir"], _AGENT),
+    from crashlab.world.control import World
+    from crashlab.order import (AMOUNT, ORDER_ID, SKU, TOOLS, TOOLS_WITH_UNDO, UNDO_TOOLS, order_details, order_task,
+                                undo_steps)
+    from crashlab.agent import (MAX_TOKENS, MODEL, AgentError, ToolCallFailed, agent_main, call_tool, charge_card,
+                                first_tool_use, list_charges, model_client, reserve_item, send_confirmation, state_dir)
     # a lesson's kernel and folder
-    **dict.fromkeys(["extract_lesson_files", "fresh_world", "show_log", "show_run", "stop_worlds"],
-                    "crashlab.lessons.kernel"),
-    **dict.fromkeys(["needs_exercise", "work_in_lesson_folder"], "crashlab.lessons.notebook"),
-    **dict.fromkeys(["expected_got", "stopped_before"], "crashlab.lessons.words"),
-    **dict.fromkeys(["finish", "journal_entry_types", "step_result", "variant", "world_service"],
-                    "crashlab.lessons.restate"),
-    **dict.fromkeys(["checkpoint_writes", "dbos_steps", "effect_keys", "in_own_loop", "markdown_table",
-                     "median_recovery", "temporal_activities"], "crashlab.lessons.frameworks"),
-    "failure_words": "crashlab.plumbing.tracebacks",
-    "remove_scratch": "crashlab.plumbing.scratch",
-    "free_port": "crashlab.plumbing.ports",
+    from crashlab.lessons.kernel import extract_lesson_files, show_log, show_run
+    from crashlab.world.scenes import fresh_world, stop_worlds
+    from crashlab.lessons.notebook import needs_exercise, work_in_lesson_folder
+    from crashlab.lessons.words import expected_got, stopped_before
+    from crashlab.lessons.restate import finish, variant
+    from crashlab.lessons.frameworks import effect_keys, markdown_table, median_recovery
+    from crashlab.plumbing.loops import in_own_loop
+    from crashlab.plumbing.tracebacks import failure_words
+    from crashlab.plumbing.scratch import remove_scratch
+    from crashlab.plumbing.ports import free_port
     # pictures and the demo
-    **dict.fromkeys(["matrix_heatmap", "timeline"], "crashlab.report.plots"),
-    "show_figure": "crashlab.report.figures",
-    **dict.fromkeys(["reference_matrices", "terminal_summary"], "crashlab.report.demo"),
+    from crashlab.report.plots import matrix_heatmap, timeline
+    from crashlab.report.figures import show_figure
+    from crashlab.report.demo import reference_matrices, terminal_summary
     # the engines' servers, and what lessons read from them
-    "Needs": "crashlab.engines.needs",
-    **dict.fromkeys(["fresh_database", "postgres_available", "throwaway_postgres"], "crashlab.engines.postgres"),
-    **dict.fromkeys(["RestateServer", "RestateServerError", "admin_sql", "call_handler", "invocation_row",
-                     "resolve_awakeable"], "crashlab.engines.restate"),
-    **dict.fromkeys(["TemporalServer", "TemporalServerError", "connect", "namespace_for", "use_quiet_runtime"],
-                    "crashlab.engines.temporal"),
-    "replay_verdict": "crashlab.engines.temporal.replay",
+    from crashlab.engines.needs import Needs
+    from crashlab.engines.postgres import fresh_database, postgres_available, throwaway_postgres
+    from crashlab.engines.restate.server import RestateServer
+    from crashlab.engines.restate import RestateServerError
+    from crashlab.engines.restate.client import admin_sql, call_handler, invocation_row, resolve_awakeable
+    from crashlab.engines.temporal.server import TemporalServer
+    from crashlab.engines.temporal import TemporalServerError
+    from crashlab.engines.temporal.client import connect, namespace_for, use_quiet_runtime
+    from crashlab.engines.temporal.replay import replay_verdict
+    # what each engine records of an order, read from its own store
+    from crashlab.engines.registry import ENGINES, read_record
+    from crashlab.engines.langgraph.record import checkpoint_writes
+    from crashlab.engines.dbos.record import dbos_steps
+    from crashlab.engines.temporal.record import temporal_activities
+    from crashlab.engines.restate.record import journal_entry_types, step_result, world_service
     # the benchmark
-    "run_benchmark": "crashlab.bench",
-    "seconds_per_step": "crashlab.bench.temporal_workflow",
+    from crashlab.bench import run_benchmark
+    from crashlab.engines.temporal.bench_workflow import seconds_per_step
+    # the soak's bill of a stalled world, engine by engine (the side-by-side lesson)
+    from crashlab.soak.zombies import zombie_cost
     # an exercise that builds on an earlier one's answer (the grader hands the reference's when it is wrong)
-    **dict.fromkeys(["on_reference_answers", "reference_value"], "crashlab.grading.references"),
-}
-__getattr__, __dir__ = lazy_exports(globals(), _ON_DEMAND)
+    from crashlab.grading.references import on_reference_answers, reference_value
+
+__getattr__, __dir__ = lazy_exports(globals())
 sweep_scratch()  # a notebook starts here as a command does: what a kernel killed by SIGKILL left goes
 del sweep_scratch
 
-__all__ = ["interview", "restate_lesson", *_ON_DEMAND]
+__all__ = [
+    "AMOUNT", "AgentError", "BASELINE", "CrashTestAgents", "ENGINES", "MAX_TOKENS", "MODEL", "Matrix", "Needs",
+    "ORDER_ID", "RestateServer", "RestateServerError", "RunningAgent", "SKU", "TOOLS", "TOOLS_WITH_UNDO",
+    "TemporalServer", "TemporalServerError", "ToolCallFailed", "UNDO_TOOLS", "WarmLauncher", "World", "admin_sql",
+    "agent_main", "call_handler", "call_tool", "charge_card", "checkpoint_writes", "connect", "crash_row",
+    "crash_test", "dbos_steps", "double_crash_pairs", "effect_keys", "expected_got", "extract_lesson_files",
+    "failure_words", "finish", "first_tool_use", "free_port", "fresh_database", "fresh_world", "in_own_loop",
+    "interview", "invocation_row", "journal_entry_types", "kept_launcher", "list_charges", "markdown_table",
+    "matrix_heatmap", "median_recovery", "model_client", "namespace_for", "needs_exercise", "on_reference_answers",
+    "order_details", "order_task", "postgres_available", "read_record", "reference_matrices", "reference_value",
+    "remove_scratch", "replay_verdict", "reserve_item", "resolve_awakeable", "restate_lesson", "run_agent",
+    "run_benchmark", "run_python", "seconds_per_step", "send_confirmation", "show_figure", "show_log", "show_run",
+    "start_agent", "state_dir", "step_result", "stop_worlds", "stopped_before", "temporal_activities",
+    "terminal_summary", "throwaway_postgres", "timeline", "undo_steps", "use_quiet_runtime", "variant",
+    "work_in_lesson_folder", "world_service", "zombie_cost"]

@@ -1,4 +1,5 @@
-"""Small helpers the lesson notebooks share, so no notebook carries a copy of another's plumbing."""
+"""Small helpers the lesson notebooks share, so no notebook carries a copy of another's plumbing (a lesson's scene
+worlds are :mod:`crashlab.world.scenes`', which the grader's judge stops too)."""
 
 from __future__ import annotations
 
@@ -7,28 +8,9 @@ import os
 from pathlib import Path
 
 from crashlab.harness import ProcessRun
-from crashlab.world import World
+from crashlab.world.scenes import fresh_world, stop_worlds
 
-_worlds: list[World] = []
-
-
-def fresh_world(name: str, root: str | os.PathLike = ".crashlab", **options) -> World:
-    """Stop the world this helper started last, and start a fresh one in ``root/name``.
-
-    Each scene of a lesson gets a clean world, so its audit shows only that scene. ``options`` go to
-    :meth:`World.start` (``key_lifetime=2.0``, say).
-    """
-    stop_worlds()
-    world = World.start(Path(root) / name, **options)
-    _worlds.append(world)
-    # The notebook's own process talks to this world too (call_tool from a cell, for instance).
-    os.environ.update({key: value for key, value in world.env().items() if key.startswith("CRASHLAB_")})
-    return world
-
-
-def stop_worlds() -> None:
-    while _worlds:
-        _worlds.pop().stop()
+__all__ = ["extract_lesson_files", "fresh_world", "show_log", "show_run", "stop_worlds"]
 
 
 def show_run(run: ProcessRun, label: str = "") -> None:

@@ -9,25 +9,32 @@
 * The visible checks themselves answer in one line: that they passed, that the exercise is not answered
   yet (its placeholder still raises ``NotImplementedError``), or what a failed check says -- never a
   traceback through the helpers between the cell and the learner's code, and never silence on success.
+* A visible check sees the answer as it stands now: before one runs, every module the lesson wrote into its
+  folder is forgotten, so the check's ``import`` reads the file again. Run before answering (as the README
+  invites), a check would otherwise keep the placeholder it imported then, until the kernel restarts.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import linecache
 import os
-import re
+import sys
 import traceback
 from pathlib import Path
 
+from crashlab.errors import CrashlabError
 from crashlab.answers import ENV_GRADING_LESSON
+from crashlab.course.placeholder import unwritten
 
-VISIBLE_CHECK = re.compile(r"#\s*Exercise (\d+): visible check")
+from crashlab.lessons.words import CELL_FILE, VISIBLE_CHECK
 
 _checks_passed: dict[int, bool] = {}  # exercise -> did its visible checks pass the last time they ran
 _home: Path | None = None
 
 
-class FinishExerciseFirst(Exception):
+class FinishExerciseFirst(CrashlabError):
     """A demonstration skipped because the exercise it runs is not done. IPython shows the one line that
     ``_render_traceback_`` returns instead of a traceback: nothing went wrong, the learner is not there yet."""
 
@@ -57,29 +64,43 @@ def needs_exercise(*numbers: int, written: str | os.PathLike | None = None) -> N
                                       f"Finish exercise {n} (run its %%writefile cell), then this cell.")
 
 
-PLACEHOLDER = re.compile(r"^[ \t]*# YOUR CODE HERE[ \t]*\n[ \t]*raise NotImplementedError\(\)", re.MULTILINE)
+def lesson_modules(folder: str | os.PathLike | None = None) -> list[str]:
+    """The imported modules whose file lies in ``folder`` itself (the working directory: the lesson's folder): the
+    ones the learner writes there with ``%%writefile``. Not below it: the course's library is never one."""
+    root = Path(folder or os.getcwd()).resolve()
+    found = []
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if not file or not file.endswith(".py"):
+            continue
+        try:
+            if Path(file).resolve().parent == root:
+                found.append(name)
+        except OSError:
+            continue
+    return found
 
 
-def unwritten(path: str | os.PathLike) -> str | None:
-    """Why the answer file ``path`` is not written yet, or None: missing, or still holding the placeholder
-    that the student notebook puts where an answer goes (``# YOUR CODE HERE`` / ``raise NotImplementedError()``)."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError:
-        return f"{path.name} is not written yet"
-    line = placeholder_line(text)
-    return None if line is None else placeholder_words(path.name, line)
+def forget_lesson_modules(folder: str | os.PathLike | None = None) -> list[str]:
+    """Forget every module the lesson wrote (see :func:`lesson_modules`), with its compiled copy, so that the next
+    ``import`` reads the file as it is now: a ``.pyc`` is trusted while the source's size and whole-second
+    modification time match, which an answer written in the same second as the placeholder's import can."""
+    names = lesson_modules(folder)
+    for name in names:
+        module = sys.modules.pop(name, None)
+        try:
+            Path(importlib.util.cache_from_source(module.__file__)).unlink(missing_ok=True)
+        except (AttributeError, OSError, NotImplementedError, ValueError):
+            pass
+    if names:
+        importlib.invalidate_caches()
+    return names
 
 
-def placeholder_line(text: str) -> int | None:
-    """The line of ``text`` that raises the student notebook's placeholder (as a traceback names it), or None."""
-    found = PLACEHOLDER.search(text)
-    return None if found is None else text.count("\n", 0, found.end()) + 1
-
-
-def placeholder_words(name: str, line: int) -> str:
-    return f"{name} line {line} still has the placeholder `raise NotImplementedError()`"
+def fresh_before_visible_checks(info) -> None:
+    """IPython ``pre_run_cell`` hook: a visible check starts with the lesson's modules forgotten."""
+    if VISIBLE_CHECK.match((getattr(info, "raw_cell", None) or "").lstrip()):
+        forget_lesson_modules()
 
 
 def note_visible_checks(result) -> None:
@@ -94,7 +115,8 @@ def note_visible_checks(result) -> None:
 
 
 def watch_visible_checks() -> bool:
-    """Register :func:`note_visible_checks` once in this IPython kernel; False outside IPython."""
+    """Register :func:`fresh_before_visible_checks` and :func:`note_visible_checks` once in this IPython kernel;
+    False outside IPython."""
     try:
         from IPython import get_ipython
     except ImportError:
@@ -103,13 +125,14 @@ def watch_visible_checks() -> bool:
     if shell is None:
         return False
     if not getattr(shell, "_crashlab_watches_checks", False):
+        shell.events.register("pre_run_cell", fresh_before_visible_checks)
         shell.events.register("post_run_cell", note_visible_checks)
         shell.set_custom_exc((AssertionError, NotImplementedError), short_assertion)
+        from crashlab.lessons.heartbeat import install
+
+        install(shell)  # a cell that waits says so, each few seconds
         shell._crashlab_watches_checks = True
     return True
-
-
-CELL_FILE = re.compile(r"ipykernel_\d+/\d+\.py$|^<ipython-input-")
 
 
 def short_assertion(shell, etype, value, tb, tb_offset=None) -> list[str]:

@@ -1,42 +1,23 @@
-"""Helpers of the Restate lesson (lesson 6): what the server knows about a world's order -- its object state, its
-invocations, its journal -- read with the admin SQL API (so they work with no endpoint up), and the small tools
-the notebook's scenes share.
-
-The service name comes from the world's agent state directory, where the first agent process wrote it
-(:func:`crashlab.engines.restate.endpoint_for`). That process is the student's, so the name is untrusted: it is
-accepted only in the shape ``endpoint_for`` gives (``Order_`` and letters, digits, underscores) and quoted in
-every query.
+"""Helpers of the Restate lesson (lesson 6): what the server knows about a world's order -- its object state, and
+(from :mod:`crashlab.engines.restate.record`, which reads Restate's record) its invocations and its journal -- read
+with the admin SQL API (so they work with no endpoint up), and the small tools the notebook's scenes share.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
 from pathlib import Path
 
-from crashlab.plumbing.tracebacks import cut_at_word
-from crashlab.engines.restate.client import ENDPOINT_FILE, admin_sql, journal_names, sql_quoted
+from crashlab.engines.restate.client import ENDPOINT_FILE, admin_sql, sql_quoted
+from crashlab.engines.restate.record import (SERVICE_NAME, journal_entry_types, order_invocations, step_result,
+                                             steps_of, world_service)
 from crashlab.lessons.words import stopped_before
-
-SERVICE_NAME = re.compile(r"Order_[A-Za-z0-9_]{1,64}")
+from crashlab.plumbing.tracebacks import cut_at_word
 
 
 def _agent_dir(world) -> Path:
     return Path(getattr(world, "agent_dir", world))
-
-
-def world_service(world) -> str:
-    """The service name of ``world``'s order object (a World or its agent state directory); a ValueError if no
-    agent has chosen one yet, or if what is there is not a name :func:`endpoint_for` could have chosen."""
-    path = _agent_dir(world) / ENDPOINT_FILE
-    try:
-        name = json.loads(path.read_text()).get("service")
-    except (OSError, ValueError, AttributeError):
-        raise ValueError(f"no agent has chosen this world's service yet ({path} is missing or unreadable)") from None
-    if not isinstance(name, str) or not SERVICE_NAME.fullmatch(name):
-        raise ValueError(f"{path} names the service {str(name)[:80]!r}, which endpoint_for never chooses")
-    return name
 
 
 def object_state(admin_url: str, world, order_id: str = "ORD-8842") -> dict:
@@ -44,42 +25,6 @@ def object_state(admin_url: str, world, order_id: str = "ORD-8842") -> dict:
     rows = admin_sql(admin_url, "SELECT key, value_utf8 FROM state WHERE service_name = "
                                 f"'{sql_quoted(world_service(world))}' AND service_key = '{sql_quoted(order_id)}'")
     return {row["key"]: json.loads(row["value_utf8"]) for row in rows}
-
-
-def order_invocations(admin_url: str, world, order_id: str = "ORD-8842", handler: str = "run") -> list[dict]:
-    """The order's invocations of ``handler``, oldest first."""
-    return admin_sql(admin_url, "SELECT id, status, pinned_deployment_id, retry_count, created_at FROM sys_invocation "
-                                f"WHERE target_service_name = '{sql_quoted(world_service(world))}' AND target_service_key "
-                                f"= '{sql_quoted(order_id)}' AND target_handler_name = '{sql_quoted(handler)}' "
-                                "ORDER BY created_at")
-
-
-def steps_of(admin_url: str, world, order_id: str = "ORD-8842") -> list[str]:
-    """The names of the ctx.run steps in the order's (first) invocation's journal."""
-    found = order_invocations(admin_url, world, order_id)
-    return journal_names(admin_url, found[0]["id"]) if found else []
-
-
-def journal_entry_types(admin_url: str, invocation_id: str) -> list[str]:
-    """The types of every entry of an invocation's journal, in order (``Command: Run``, ``Command: Sleep`` ...)."""
-    rows = admin_sql(admin_url, f"SELECT index, entry_type FROM sys_journal WHERE id = '{sql_quoted(invocation_id)}' "
-                                "ORDER BY index")
-    return [str(row.get("entry_type", "")) for row in rows]
-
-
-def step_result(admin_url: str, invocation_id: str, name: str):
-    """The result the journal holds for the ``ctx.run`` step called ``name`` (its first one), decoded from JSON; None
-    if the step has no result there. What a replay of the handler gets back, whichever attempt wrote it."""
-    rows = admin_sql(admin_url, f"SELECT index, entry_json FROM sys_journal WHERE id = '{sql_quoted(invocation_id)}' "
-                                "ORDER BY index")
-    entries = [json.loads(row.get("entry_json") or "{}") for row in rows]
-    runs = [entry["Command"]["Run"] for entry in entries if "Run" in entry.get("Command", {})]
-    wanted = next((run["completion_id"] for run in runs if run.get("name") == name), None)
-    for entry in entries:
-        done = entry.get("Notification", {}).get("Completion", {}).get("Run", {})
-        if wanted is not None and done.get("completion_id") == wanted and "Success" in done.get("result", {}):
-            return json.loads(bytes(done["result"]["Success"]))
-    return None
 
 
 def last_line(text: str, limit: int = 300) -> str:

@@ -11,35 +11,14 @@ from __future__ import annotations
 
 import re
 
+from crashlab.course.placeholder import STUB, placeholder_raised, process_words
 from crashlab.plumbing.tracebacks import cut_at_word, failure_words
 
-STUB = "NotImplementedError"
+VISIBLE_CHECK = re.compile(r"#\s*Exercise (\d+): visible check")  # the first line of an exercise's visible checks
+CELL_FILE = re.compile(r"ipykernel_\d+/\d+\.py$|^<ipython-input-")  # the file name IPython gives a cell's code
+
 PLAIN = (str, bytes, dict, list, tuple, set, int, float, bool, type(None))
 WIDTH = 300  # what a value may take of one message: enough to read a reply, never a page of it
-
-
-def _process_words(got: object) -> str | None:
-    """An agent run's (``run_agent``'s ProcessRun, or anything with its ``stderr`` and ``returncode``) failure in
-    the learner's terms: ``exit code 1: NotImplementedError (keys.py, line 6)``; None for anything else."""
-    stderr, code = getattr(got, "stderr", None), getattr(got, "returncode", None)
-    if not isinstance(stderr, str) or not (code is None or isinstance(code, int)):
-        return None
-    return failure_words(stderr, code)
-
-
-def placeholder_raised(got: object) -> bool:
-    """True when ``got`` says the learner's function still raises its placeholder's NotImplementedError: the
-    exception itself, an ``{"error": "NotImplementedError..."}`` reply (at the top or in its ``value``), or a
-    process's last words (or the process run itself) naming it."""
-    if isinstance(got, NotImplementedError):
-        return True
-    if isinstance(got, dict):
-        error = got.get("error")
-        return (isinstance(error, str) and STUB in error) or placeholder_raised(got.get("value"))
-    words = _process_words(got)
-    if words is not None:
-        return STUB in words
-    return isinstance(got, str) and STUB in got
 
 
 _WHERE = re.compile(r"\(([\w.-]+\.py), line (\d+)\)")
@@ -51,7 +30,7 @@ def where_raised(got: object) -> str:
     where = getattr(got, "__where__", "")
     if isinstance(where, str) and where:
         return f" ({where})"
-    text = _process_words(got)
+    text = process_words(got)
     if text is None and isinstance(got, dict):
         text = str(got.get("error") or "")
     if text is None:
@@ -71,8 +50,8 @@ def shown(got: object) -> str:
     cut after a whole word when long."""
     if isinstance(got, BaseException):
         text = f"{type(got).__name__}: {got}" if str(got) else type(got).__name__
-    elif _process_words(got) is not None:  # an agent run: how it ended, not its whole output
-        text = str(_process_words(got))
+    elif process_words(got) is not None:  # an agent run: how it ended, not its whole output
+        text = str(process_words(got))
     elif type(got) in PLAIN:
         text = repr(got)
     else:  # an object that says itself in words (an audit, a row's problems) is shown as it says itself

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from crashlab.errors import CrashlabError
 from crashlab.plumbing.diskfull import disk_full, full_disk_message
 
 _MOST = 64 << 20  # bytes read to recognise a file: none of ours is larger, so a larger one is not ours
 
 
-class OutputError(ValueError):
+class OutputError(CrashlabError, ValueError):
     """The output would replace a file the command did not write; the message says what to do."""
 
 

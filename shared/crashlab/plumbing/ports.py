@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Callable, TypeVar
+from typing import AbstractSet, Callable, TypeVar
+
+from crashlab.errors import CrashlabError
 
 T = TypeVar("T")
 
 
-class PortTaken(RuntimeError):
+class PortTaken(CrashlabError, RuntimeError):
     """A server could not bind a port it was given: another process took it first."""
 
 
@@ -45,7 +47,7 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     return True
 
 
-def free_port(host: str = "127.0.0.1", avoid: set[int] = frozenset()) -> int:
+def free_port(host: str = "127.0.0.1", avoid: AbstractSet[int] = frozenset()) -> int:
     for _ in range(50):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind((host, 0))

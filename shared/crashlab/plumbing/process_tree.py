@@ -3,6 +3,8 @@ sandbox user whose processes it could kill all at once, and for anything that mu
 
 from __future__ import annotations
 
+from typing import AbstractSet
+
 import ctypes
 import os
 import signal
@@ -128,7 +130,7 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def kill_descendants(root: int | None = None, keep: set[int] = frozenset(), rounds: int = 20) -> None:
+def kill_descendants(root: int | None = None, keep: AbstractSet[int] = frozenset(), rounds: int = 20) -> None:
     root = os.getpid() if root is None else root
     for _ in range(rounds):
         pids = [p for p in descendants(root) if p not in keep]

@@ -26,6 +26,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
+from typing import Iterable
 
 # Re-exported: the grader reaches the process tree through the sandbox when it has no sandbox user.
 from crashlab.plumbing.process_tree import all_processes, become_subreaper, descendants, kill_descendants  # noqa: F401
@@ -44,23 +45,25 @@ VIEW_ROOT = SLOT_DIR / "view"     # where each sandboxed process builds its own 
 
 
 # What a student's process may inherit, by name: what the lesson's code needs to run (where Python and its
-# packages are, the locale, the world's and the engines' endpoints, its own folders), and nothing of the
-# grader's own (a token, a key, the bundle's secret, the folder it was started from). An allow-list, not a
-# deny-list: a secret under a name nobody thought of stays behind too.
+# packages are, the locale, the world's endpoints, its own folders), and nothing of the grader's own (a token, a
+# key, the bundle's secret, the folder it was started from). An allow-list, not a deny-list: a secret under a name
+# nobody thought of stays behind too. The engines' endpoints and binaries are allowed too, but named by the engine
+# registry, a layer above this one: the callers pass them in (``engines``, crashlab.engines.registry.student_env()).
 STUDENT_ENV = frozenset({
     "PATH", "PYTHONPATH", "LANG", "LANGUAGE", "TZ", "TERM", "HOME", "USER", "LOGNAME", "TMPDIR",
     "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "PYTHONWARNINGS",
     "MPLCONFIGDIR", "MPLBACKEND", "JUPYTER_RUNTIME_DIR", "JUPYTER_PLATFORM_DIRS",
     "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS",  # this machine's numerical libraries need them
     "CRASHLAB_MODEL_URL", "CRASHLAB_SERVICES_URL", "CRASHLAB_STATE_DIR", "CRASHLAB_MODEL",
-    "CRASHLAB_TEMPORAL_ADDRESS", "CRASHLAB_RESTATE_INGRESS", "CRASHLAB_RESTATE_ADMIN", "CRASHLAB_POSTGRES_URL",
-    "CRASHLAB_TEMPORAL_BIN", "CRASHLAB_RESTATE_BIN", "CRASHLAB_LESSON_FILES", ENV_GRADING_LESSON, ENV_SANDBOX,
+    "CRASHLAB_LESSON_FILES", ENV_GRADING_LESSON, ENV_SANDBOX,
 })
 
 
-def student_env(env: dict[str, str]) -> dict[str, str]:
-    """``env`` cut down to what a student's process may see (:data:`STUDENT_ENV`, and the ``LC_*`` locale)."""
-    return {k: v for k, v in env.items() if k in STUDENT_ENV or k.startswith("LC_")}
+def student_env(env: dict[str, str], *, engines: Iterable[str]) -> dict[str, str]:
+    """``env`` cut down to what a student's process may see (:data:`STUDENT_ENV`, the engines' names in ``engines``,
+    and the ``LC_*`` locale)."""
+    allowed = STUDENT_ENV | frozenset(engines)
+    return {k: v for k, v in env.items() if k in allowed or k.startswith("LC_")}
 
 
 def grading() -> bool:
@@ -69,11 +72,12 @@ def grading() -> bool:
     return bool(os.environ.get(ENV_GRADING_LESSON)) or os.environ.get(ENV_SANDBOX) is not None
 
 
-def launcher_env(env: dict[str, str]) -> dict[str, str]:
-    """The environment a warm launcher starts with: :func:`student_env` of ``env``, whoever asks. Every agent it
-    forks inherits its memory -- its stack, where the environment it was started with stays whatever it sets
-    afterwards -- so it never holds the grader's own variables; each child is given its own environment."""
-    return {k: v for k, v in student_env(env).items() if k not in (ENV_SANDBOX, ENV_GRADING_LESSON)}
+def launcher_env(env: dict[str, str], *, engines: Iterable[str]) -> dict[str, str]:
+    """The environment a warm launcher starts with: :func:`student_env` of ``env`` (``engines``: the engines'
+    names), whoever asks. Every agent it forks inherits its memory -- its stack, where the environment it was
+    started with stays whatever it sets afterwards -- so it never holds the grader's own variables; each child is
+    given its own environment."""
+    return {k: v for k, v in student_env(env, engines=engines).items() if k not in (ENV_SANDBOX, ENV_GRADING_LESSON)}
 
 
 @dataclass(frozen=True)
@@ -274,18 +278,18 @@ def kill_crashed() -> None:
         row.kill_all()
 
 
-def child_env(env: dict[str, str], student: bool = False) -> dict[str, str]:
+def child_env(env: dict[str, str], *, engines: Iterable[str], student: bool = False) -> dict[str, str]:
     """``env`` for a child that runs student code. While grading, what the caller merely inherited from this
-    process passes only through :func:`student_env`; what the caller set itself (a lesson's ``DURABILITY=sync``
-    for one run) is kept, since a trusted caller chose it. When there is a sandbox user, its home and name are
-    set (``student``: the student's own, even inside :func:`reference_runs`). Outside grading (a learner running
-    their own agents) it is the learner's own environment, untouched."""
+    process passes only through :func:`student_env` (with ``engines``, the engines' names); what the caller set
+    itself (a lesson's ``DURABILITY=sync`` for one run) is kept, since a trusted caller chose it. When there is a
+    sandbox user, its home and name are set (``student``: the student's own, even inside :func:`reference_runs`).
+    Outside grading (a learner running their own agents) it is the learner's own environment, untouched."""
     sandbox = current(student)
     if sandbox is None and not grading():
         return env
     inherited = os.environ
     chosen = {k: v for k, v in env.items() if inherited.get(k) != v}
-    kept = {**student_env(env), **chosen}
+    kept = {**student_env(env, engines=engines), **chosen}
     return sandbox.env(kept) if sandbox is not None else kept
 
 

@@ -15,12 +15,14 @@ import resource
 import stat
 import subprocess
 
+from crashlab.errors import CrashlabError
+
 MEMORY_LIMIT = 6 * 1024 ** 3      # bytes of address space per process
 PROCESS_LIMIT = 768               # processes and threads of one sandbox user, all together
 PR_SET_NO_NEW_PRIVS = 38
 
 
-class SandboxError(RuntimeError):
+class SandboxError(CrashlabError, RuntimeError):
     pass
 
 

@@ -23,6 +23,7 @@ import os
 import sys
 from pathlib import Path
 
+from crashlab.errors import CrashlabError
 from crashlab.plumbing import LIBRARY
 
 SHM_BYTES = 256 * 1024 ** 2  # a process tree's own /dev/shm (its memory counts against the grading's too)
@@ -41,7 +42,7 @@ MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/dev", "/sys")
 
 
-class ViewError(RuntimeError):
+class ViewError(CrashlabError, RuntimeError):
     pass
 
 

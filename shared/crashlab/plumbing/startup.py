@@ -15,4 +15,4 @@ def skip_unused_slow_imports() -> None:
     processes (the grader's notebook runner and batch worker, the Gradescope entry, the ``crashlab`` command),
     never in a learner's kernel; a process that has already imported either keeps it."""
     if "rfc3987_syntax" not in sys.modules and "jsonschema" not in sys.modules:
-        sys.modules["rfc3987_syntax"] = None  # ``import rfc3987_syntax`` raises ImportError, which jsonschema expects
+        sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]  # ``import rfc3987_syntax`` raises ImportError, which jsonschema expects

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import nbformat
 
+from crashlab.errors import CrashlabError
 from crashlab.grading.build import build_course
 from crashlab.grading.classroom import BUNDLE_DIR, workflow
 from crashlab.course.notebooks import lesson_of, repo_root, written_files
@@ -40,7 +41,7 @@ from crashlab.release.files import TEMPLATES, library_files
 from crashlab.course.metadata import lesson_meta
 
 
-class ReleaseError(RuntimeError):
+class ReleaseError(CrashlabError, RuntimeError):
     """The release cannot be made where asked. The message says why."""
 
 
@@ -55,11 +56,11 @@ def lessons_needing(course: Path, own: list[str] | None = None) -> dict[str, set
     """lesson -> the earlier lessons whose answers it uses: imported by its given cells (``crashlab.answers``),
     unless the release runs the learner's own files of that lesson instead (``own``), or its agents run (their
     master's files, ``uses_lessons``)."""
-    needs = {}
+    needs: dict[str, set[str]] = {}
     for path in sorted(course.glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         imported = set(ANSWERS_IMPORT.findall("\n".join(c.source for c in nb.cells)))
-        needs[lesson_of(nb)] = (imported - set(own or [])) | set(lesson_meta(nb).get("uses_lessons", []))
+        needs[str(lesson_of(nb))] = (imported - set(own or [])) | set(lesson_meta(nb).get("uses_lessons", []))
     return needs
 
 
@@ -149,8 +150,8 @@ def build_release(out: Path, answers_through: str | None = None, root: Path | No
         _write(out / path.relative_to(root), path.read_bytes())
     # A lesson answered in this release that a later one in it builds on: the later one runs the learner's own files.
     built_on = set().union(*lessons_needing(out / "course").values())
-    own = {lesson: path for lesson in (every if lessons is None else sorted(lessons))
-           if lesson in built_on and (path := own_answers(lesson)) is not None}
+    own = {lesson: mine for lesson in (every if lessons is None else sorted(lessons))
+           if lesson in built_on and (mine := own_answers(lesson)) is not None}
     for lesson, path in own.items():
         _write(out / "shared" / "crashlab" / "answers" / f"lesson{lesson}.py", path.read_bytes())
     for name in ("pyproject.toml", "constraints.txt"):
@@ -166,7 +167,7 @@ def build_release(out: Path, answers_through: str | None = None, root: Path | No
     for master in sorted(solutions.glob("*.ipynb")):
         nb = nbformat.read(master, as_version=4)
         lesson = lesson_of(nb)
-        if released(lesson) and any(lesson in wanted for wanted in needs.values()):
+        if lesson is not None and released(lesson) and any(lesson in wanted for wanted in needs.values()):
             for name, text in written_files(nb).items():
                 _write(out / "lesson-files" / lesson / name, text)
     missing = {lesson: {w for w in wanted if not released(w)} for lesson, wanted in needs.items()}

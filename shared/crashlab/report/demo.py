@@ -29,7 +29,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 import nbformat
 
@@ -38,11 +38,11 @@ from crashlab.harness import BASELINE, Matrix, MatrixOptions, crash_test
 from crashlab.crash_points import allowed_repeats
 from crashlab.plumbing.outputs import DEMO, OutputError, write_output
 from crashlab.plumbing.scratch import scratch_dir
-from crashlab.course.metadata import lesson_meta
+from crashlab.course.metadata import DemoAgent, lesson_meta
 
 
-def reference_agents(solutions: Path) -> list[tuple[Path, dict]]:
-    found = []
+def reference_agents(solutions: Path) -> list[tuple[Path, DemoAgent]]:
+    found: list[tuple[Path, DemoAgent]] = []
     for master in sorted(solutions.glob("*.ipynb")):
         nb = nbformat.read(master, as_version=4)
         for spec in lesson_meta(nb).get("demo_agents", []):
@@ -77,7 +77,7 @@ def engine_preload(agent: str, files: dict[str, str]) -> tuple[str, ...]:
                                if module.split(".")[0] in packages))
 
 
-def _expected_seconds(spec: dict) -> float:
+def _expected_seconds(spec: Mapping[str, Any]) -> float:
     """A rough guess at a matrix's length, to start the long ones first: rows, resumers, and the engines whose
     recovery waits on a server or a timeout."""
     rows = 15 if spec.get("fail") is None else 12
@@ -88,7 +88,7 @@ def _expected_seconds(spec: dict) -> float:
 def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, solutions: Path | None = None,
                        verbose: bool = True, progress: bool = True, only_durable: bool = False,
                        fail_points: str | list[str] = "all", parallel: int = 1,
-                       select: Callable[[str, dict], list[str] | None] | None = None):
+                       select: Callable[[str, DemoAgent], list[str] | None] | None = None):
     """Run every lesson's reference agents (taken from the masters) through the crash matrix, starting
     and stopping the servers they need. Yields ``(lesson, spec, matrix)`` in the masters' order.
 
@@ -128,11 +128,11 @@ def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, soluti
 
         stopping = threading.Event()  # set when the demo stops early (Ctrl-C): the matrices running stop too
 
-        def run(master: Path, spec: dict, folder: Path, options: MatrixOptions):
-            return crash_test(folder / spec["agent"], options.points, workdir=folder / ".rows", stop=stopping,
-                              extra_env=needs.env_for(spec), progress=progress, **options.crash_test_kwargs())
+        def run(master: Path, spec: Mapping[str, Any], folder: Path, options: MatrixOptions):
+            return crash_test(folder / spec["agent"], options, workdir=folder / ".rows", stop=stopping,
+                              extra_env=needs.env_for(spec), progress=progress)
 
-        def header(master: Path, spec: dict) -> None:
+        def header(master: Path, spec: Mapping[str, Any]) -> None:
             if verbose:
                 print(f"\n== {master.stem}: {spec['title']} ==", flush=True)
 

@@ -49,7 +49,7 @@ def timeline(runs: Sequence[ProcessRun], events: Sequence[Event], title: str = "
     crowded = bool(mine) and 0.8 * TIMELINE_IN * 100 / (right + 1.5) < 110
     seen = set()
     for k, event in enumerate(mine):
-        y = lanes[event.pid]
+        y = lanes[event.pid] if event.pid is not None else 0
         bad = event.repeat and k not in expected
         edge = EXPECTED if k in expected else "red" if bad else "white"
         ax.scatter(k, y, s=110, marker="o" if event.what == "model" else "s", color=_COLORS.get(event.what, "grey"),
@@ -90,16 +90,17 @@ NOT_REACHED = "#d9d9d9"
 def _expected_repeats(runs: Sequence[ProcessRun], events: Sequence[Event]) -> set[int]:
     """Indexes of the repeated model calls no engine can avoid: the first repeat after a process that was
     killed while its last event was a model call (the answer was logged by the world, never delivered)."""
-    expected, owed = set(), 0
+    expected: set[int] = set()
+    owed = 0
     by_pid = {run.pid: run for run in runs}
-    last_of = {}
+    last_of: dict[int | None, int] = {}
     for k, event in enumerate(events):
         last_of[event.pid] = k
     for k, event in enumerate(events):
         if event.what == "model" and event.repeat and owed:
             expected.add(k)
             owed -= 1
-        run = by_pid.get(event.pid)
+        run = by_pid.get(event.pid) if event.pid is not None else None
         if run is not None and run.killed and last_of[event.pid] == k and event.what == "model":
             owed += 1
     return expected
@@ -150,15 +151,21 @@ def lesson_heatmap(matrices: Sequence[Matrix], title: str, names: Sequence[str] 
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch, Rectangle
 
-    from crashlab.report.figures import DPI
+    from matplotlib.textpath import TextPath
+
+    from crashlab.report.figures import DPI, WIDTH_PX
 
     names = list(names or [short_name(m) for m in matrices])
     points = []
     for matrix in matrices:
         points += [row.point for row in matrix.rows if row.point not in points]
     columns = len(MEASURES) * len(matrices)
-    # Laid out in inches, not by tight_layout: the key under the picture must never squeeze the cells.
-    left, top, below, key, cell_w, cell_h = 2.3, 0.7 + (0.45 if files else 0), 0.35, 1.0, 0.7, 0.32
+    # Laid out in inches, not by tight_layout: the key under the picture must never squeeze the cells. The crash
+    # points' column is as wide as its longest label (a double crash's two points); the cells give up what that
+    # takes from the notebook's width (0.3 in: the PNG's margins), down to the width their numbers need.
+    label_w = max(TextPath((0, 0), point, size=11).get_extents().width for point in points) / 72
+    left, top, below, key = max(2.3, label_w + 0.3), 0.7 + (0.45 if files else 0), 0.35, 1.0
+    cell_w, cell_h = max(0.5, min(0.7, (WIDTH_PX / DPI - 0.3 - left - 0.15) / columns)), 0.32
     width, height = left + cell_w * columns + 0.15, top + cell_h * len(points) + below + key
     fig = plt.figure(figsize=(width, height), dpi=DPI)  # not shrunk on a page or in a notebook
     ax = fig.add_axes((left / width, (below + key) / height, cell_w * columns / width, cell_h * len(points) / height))

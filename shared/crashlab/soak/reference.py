@@ -8,11 +8,12 @@ the agent and what it needs: modules to preload in the warm launcher, servers su
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Mapping
 
 import nbformat
 
 from crashlab.course.notebooks import repo_root, written_files
-from crashlab.course.metadata import lesson_meta
+from crashlab.course.metadata import DemoAgent, lesson_meta
 
 
 def masters(solutions: Path | None = None) -> list[Path]:
@@ -20,7 +21,7 @@ def masters(solutions: Path | None = None) -> list[Path]:
     return sorted(solutions.glob("[0-9][0-9]_*.ipynb"))
 
 
-def reference_spec(name: str, solutions: Path | None = None) -> tuple[Path, dict]:
+def reference_spec(name: str, solutions: Path | None = None) -> tuple[Path, DemoAgent]:
     """``LESSON`` or ``LESSON:AGENT`` -> (master, demo-agent spec). LESSON is a master's number or name (``5``,
     ``05``, ``05_temporal``); without AGENT, the lesson's durable reference agent. ValueError in one line."""
     lesson, _, agent = name.partition(":")
@@ -46,7 +47,7 @@ def reference_spec(name: str, solutions: Path | None = None) -> tuple[Path, dict
     return master, spec
 
 
-def write_reference(master: Path, spec: dict, folder: Path) -> Path:
+def write_reference(master: Path, spec: Mapping[str, Any], folder: Path) -> Path:
     """Write every file the master's ``%%writefile`` cells write into ``folder``; the agent's path."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, source in written_files(nbformat.read(master, as_version=4)).items():

@@ -43,10 +43,11 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Sequence
 
 from crashlab.harness import MAX_RESUMERS, RunningAgent, start_agent
 from crashlab.harness.launcher import WarmLauncher
-from crashlab.engines.needs import NEEDS, Needs
+from crashlab.engines.needs import Needs, needs_of, preload_of
 from crashlab.order import check_failure
 from crashlab.plumbing.scratch import scratch_dir
 from crashlab.soak.results import OrderResult, SoakResult
@@ -171,13 +172,13 @@ class _Env:
     def __init__(self, env: dict):
         self._env = env
 
-    def env(self, **extra) -> dict:
+    def env(self, **extra: str) -> dict[str, str]:
         return {**self._env, **extra}
 
 
 # --- the soak -------------------------------------------------------------------------------------------------
 def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[int, int] = (2, 3),
-         kills: str = "random", kill_window: float | None = None, world_faults: list[tuple[str, float]] = (),
+         kills: str = "random", kill_window: float | None = None, world_faults: Sequence[WorldFault | tuple[str, float]] = (),
          seconds: float | None = None, seed: int | None = None, jobs: int = 2, timeout: float = 60.0,
          max_rounds: int = MAX_ROUNDS, key_lease: float | None = None, launcher: str = "warm",
          preload: tuple[str, ...] = (), needs: tuple[str, ...] = (), progress: bool | None = None,
@@ -201,12 +202,9 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
         raise ValueError("give a number of orders, a number of seconds, or both")
     if orders is not None and not 1 <= orders <= MAX_ORDERS:
         raise ValueError(f"orders must be between 1 and {MAX_ORDERS}, got {orders!r}")
-    needs = tuple(dict.fromkeys([needs] if isinstance(needs, str) else needs))
-    unknown = [need for need in needs if need not in NEEDS]
-    if unknown:
-        raise ValueError(f"unknown need {unknown[0]!r}: the soak can start {', '.join(NEEDS)}")
-    world_faults = [WorldFault(*fault) for fault in world_faults]
-    for fault in world_faults:
+    needs = needs_of(needs)  # a one-line ValueError for a server the course cannot start
+    faults = [WorldFault(*fault) for fault in world_faults]
+    for fault in faults:
         if fault.kind not in ("world-kill", "outage", "flaky", "pause"):
             raise ValueError(f"unknown world fault {fault.kind!r}: see parse_world_faults")
     if fail is not None:
@@ -215,14 +213,14 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
     cap = orders or MAX_ORDERS
     fault_rng = random.Random(f"{seed}:world")
     settings = {"orders": orders, "seconds": seconds, "resumers": f"{resumers[0]}..{resumers[1]}", "kills": kills,
-                "kill_window": None, "world_faults": [fault_label(*fault) for fault in world_faults],
+                "kill_window": None, "world_faults": [fault_label(*fault) for fault in faults],
                 "needs": list(needs), "seed": seed, "jobs": jobs, "timeout": timeout, "max_rounds": max_rounds,
                 "launcher": launcher, "fail": fail, "may_undo": may_undo, "env": dict(env or {})}
     # When each world fault fires: as order number k starts (spread over the soak), or at a time if there is no count.
     if orders is not None:
-        at_order = {}
-        for j, fault in enumerate(world_faults):
-            at_order.setdefault(max(1, round((j + 1) * cap / (len(world_faults) + 1))), []).append(fault)
+        at_order: dict[int, list[WorldFault]] = {}
+        for j, fault in enumerate(faults):
+            at_order.setdefault(max(1, round((j + 1) * cap / (len(faults) + 1))), []).append(fault)
     show = sys.stderr.isatty() if progress is None else progress
     started = time.time()
     results: list[OrderResult] = []
@@ -251,15 +249,17 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
             fault_threads.append(thread)
 
         try:
-            warm = WarmLauncher(preload) if launcher == "warm" else None
+            warm = WarmLauncher((*preload, *preload_of(needs))) if launcher == "warm" else None
             if fail:
                 world.world.fail_permanently(CALIBRATION_ORDER, fail)
             clean = start_agent(agent, world.world, CALIBRATION_ORDER, extra_env=extra_env,
                                 launcher=warm or "exec").finish(timeout)
             calibration = OrderResult(CALIBRATION_ORDER, audit=world.audit(CALIBRATION_ORDER), fail=fail)
-            settings["clean_model_calls"] = calibration.audit.model_calls  # what an order costs with nothing wrong
+            # what an order costs with nothing wrong
+            settings["clean_model_calls"] = calibration.audit.model_calls if calibration.audit is not None else None
             if clean.returncode != 0 or calibration.lost:
-                why = "it hung" if clean.timed_out else clean.last_error_line() or f"the order is {calibration.audit.verdict}"
+                verdict = calibration.audit.verdict if calibration.audit is not None else "unaudited"
+                why = "it hung" if clean.timed_out else clean.last_error_line() or f"the order is {verdict}"
                 raise ValueError(f"a clean run of {agent.name} (order {CALIBRATION_ORDER}, no kills) did not "
                                  f"{'undo' if fail else 'finish'} the order: {why}")
             if kill_window is None:
@@ -267,9 +267,10 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
             settings["kill_window"] = kill_window
             runner = _Soak(agent, world, warm or "exec", resumers, kills == "random", kill_window, max_rounds,
                            timeout, seed, extra_env, fail, may_undo)
-            if orders is None:  # a timed soak: faults at fixed fractions of the time; a directed one, order j's
-                for j, fault in enumerate(world_faults):
-                    fire(fault, (j + 1) * seconds / (len(world_faults) + 1), order_ids(j + 1)[-1])
+            if orders is None and seconds is not None:
+                # a timed soak: faults at fixed fractions of the time; a directed one, order j's
+                for j, fault in enumerate(faults):
+                    fire(fault, (j + 1) * seconds / (len(faults) + 1), order_ids(j + 1)[-1])
             bar = None
             if show:
                 from tqdm import tqdm

@@ -97,7 +97,10 @@ class SoakWorld:
         self.up = threading.Event()
         self.up.set()
         self.generation = 0
-        self.kills, self.outages, self.flaky, self.pauses = 0, [], [], []
+        self.kills = 0
+        self.outages: list[float] = []
+        self.flaky: list[float] = []
+        self.pauses: list[float] = []
         self.flaky_refused = 0  # requests the world answered with a 5xx while flaky
         self._fault_lock = threading.Lock()
         self.closed = threading.Event()

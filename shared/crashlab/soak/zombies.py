@@ -17,6 +17,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from crashlab.engines.needs import needs_of
 from crashlab.plumbing.scratch import scratch_dir
 from crashlab.soak.reference import reference_spec, write_reference
 from crashlab.soak.run import soak
@@ -35,9 +36,8 @@ def zombie_cost(lessons: tuple[str, ...] = ENGINE_LESSONS, pause: float = 40.0, 
         def one(lesson: str) -> dict:
             master, spec = reference_spec(lesson)
             agent = write_reference(master, spec, Path(folder) / lesson)
-            needs = spec.get("needs") or ()
             result = soak(agent, 1, resumers=(1, 1), kills="none", world_faults=[WorldFault("pause", pause, after)],
-                          preload=tuple(spec.get("preload", ())), needs=(needs,) if isinstance(needs, str) else needs,
+                          preload=tuple(spec.get("preload", ())), needs=needs_of(spec),
                           launcher=spec.get("launcher", "warm"), max_rounds=3, progress=False)
             [order] = result.orders
             audit = order.audit

@@ -26,7 +26,9 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
+from crashlab.crash_points import CrashPoint, Moment, When
 from crashlab.plumbing.processes import holders
 from crashlab.world.runscope import RunScope
 
@@ -48,21 +50,25 @@ class Requester:
 
 
 class CrashPlan:
-    def __init__(self):
+    """The one crash point armed in the world (a :class:`~crashlab.crash_points.CrashPoint`), for one order and one
+    run, and what the world saw of it. The request handlers describe each instant at which a run may be killed as
+    a :class:`~crashlab.crash_points.Moment` (:class:`CrashSite`); the point says whether it is met."""
+
+    def __init__(self) -> None:
         self._lock = threading.Condition()
-        self.point: str | None = None
+        self.point: CrashPoint | None = None
         self.order_id: str | None = None
         self.run: RunScope | None = None
         self.reached: dict | None = None
-        self._model_calls = 0
+        self._calls: dict[str, int] = {}
 
-    def arm(self, point: str | None, order_id: str | None = None, run: RunScope | None = None) -> None:
+    def arm(self, point: CrashPoint | None, order_id: str | None = None, run: RunScope | None = None) -> None:
         """Arm ``point`` for ``order_id`` and ``run`` (``None``: disarm)."""
         if point is not None and (order_id is None or run is None):
             raise ValueError("a crash point is armed for an order and a run")
         with self._lock:
             self.point, self.order_id, self.run = point, order_id, run
-            self.reached, self._model_calls = None, 0
+            self.reached, self._calls = None, {}
             self._lock.notify_all()
 
     def started(self, leader: int) -> None:
@@ -74,26 +80,29 @@ class CrashPlan:
 
     def state(self) -> dict:
         with self._lock:
-            return {"point": self.point, "order_id": self.order_id, "reached": self.reached}
+            return {"point": None if self.point is None else str(self.point), "order_id": self.order_id,
+                    "reached": self.reached}
 
-    def model_op(self, order_id: str | None, requester: Requester) -> str | None:
-        """``model#N`` for a model request of the run for its order (N counts those only), else None."""
+    def site(self, target: str, order_id: str | None, requester: Requester) -> CrashSite:
+        """Where a request for ``target`` (the model or a tool) may meet the point: numbered among the run's calls
+        of ``target`` for its order when the armed point counts them (only then is the requester looked up)."""
         with self._lock:
-            if self.point is None or ":model#" not in self.point or self.reached is not None \
+            call = None
+            if self.point is not None and self.point.counts(target) and self.reached is None \
+                    and self._ours(order_id, requester):
+                call = self._calls[target] = self._calls.get(target, 0) + 1
+        return CrashSite(self, target, call, order_id, requester)
+
+    def fire(self, moment: Moment, order_id: str | None, requester: Requester) -> bool:
+        """Kill the run if this request, at ``moment``, meets the armed point. True when it fired (send no reply)."""
+        with self._lock:
+            run = self.run
+            if self.point is None or not self.point.meets(moment) or self.reached is not None or run is None \
                     or not self._ours(order_id, requester):
-                return None
-            self._model_calls += 1
-            return f"model#{self._model_calls}"
-
-    def fire(self, when: str, op: str | None, order_id: str | None, requester: Requester) -> bool:
-        """Kill the run if this request meets the armed point. True when it fired (send no reply)."""
-        point = f"{when}:{op}"
-        with self._lock:
-            if op is None or self.point != point or self.reached is not None or not self._ours(order_id, requester):
                 return False
-            killed = self.run.kill()
-            self.reached = {"point": point, "order_id": order_id, "at": time.time(), "pids": sorted(requester.pids),
-                            "killed": killed}
+            killed = run.kill()
+            self.reached = {"point": str(self.point), "order_id": order_id, "at": time.time(),
+                            "pids": sorted(requester.pids), "killed": killed}
             return True
 
     def _ours(self, order_id: str | None, requester: Requester) -> bool:
@@ -105,6 +114,18 @@ class CrashPlan:
             if self.run is None:
                 return False
         return self.run.holds(requester.pids)
+
+
+class CrashSite:
+    """One request's instants: ``fire("before")`` on its arrival, ``fire("after")`` once its effect or answer is
+    committed; each kills the run if the armed point is met there. ``detail``: what else a kind of instant tells
+    (a :class:`~crashlab.crash_points.Moment`'s further fields), passed on as it is."""
+
+    def __init__(self, plan: CrashPlan, target: str, call: int | None, order_id: str | None, requester: Requester):
+        self.plan, self.target, self.call, self.order_id, self.requester = plan, target, call, order_id, requester
+
+    def fire(self, when: When, **detail: Any) -> bool:
+        return self.plan.fire(Moment(when, self.target, self.call, **detail), self.order_id, self.requester)
 
 
 def peer_pids(client_port: int, server_port: int) -> set[int]:

@@ -12,6 +12,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from crashlab.errors import CrashlabError
 from crashlab.plumbing.diskfull import disk_full, full_disk_message
 
 # One ledger file per service, named for what it holds.
@@ -83,7 +84,7 @@ CREATE TABLE IF NOT EXISTS failures (  -- permanent failures: every call of this
 """
 
 
-class LedgerError(RuntimeError):
+class LedgerError(CrashlabError, RuntimeError):
     """A ledger file is missing, unreadable or corrupt. The message names the file."""
 
 

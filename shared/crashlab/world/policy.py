@@ -12,13 +12,16 @@ cancellation, then says the order was undone. Offered only ``TOOLS``, it behaves
 
 from __future__ import annotations
 
+from typing import Any
+
 import re
 import secrets
 
+from crashlab.errors import CrashlabError
 from crashlab.order import ALL_TOOL_SCHEMAS, FAILURE_REASONS, ORDER_ID_PATTERN, TOOL_ORDER, UNDO_TOOLS, undo_steps
 
 
-class InvalidRequest(ValueError):
+class InvalidRequest(CrashlabError, ValueError):
     """The request is not a valid Messages API conversation (HTTP 400, like the real API)."""
 
 
@@ -40,7 +43,7 @@ def _normalize_content(content, i: int) -> list[dict]:
         return [{"type": "text", "text": content}]
     if not isinstance(content, list) or not content:
         raise InvalidRequest(f"messages.{i}.content: a string or a non-empty list of blocks is required")
-    blocks = []
+    blocks: list[dict[str, Any]] = []
     for j, block in enumerate(content):
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "text":
@@ -115,16 +118,16 @@ def offers_undo(request: dict) -> bool:
 
 def permanent_failure(messages: list[dict]) -> tuple[str, str] | None:
     """``(tool, reason)`` of the first do step whose error result reports a permanent failure, or None."""
-    names = {}
+    names: dict[str, str] = {}
     for message in messages:
         for block in message["content"]:
             if block["type"] == "tool_use":
                 names[block["id"]] = block["name"]
             elif block["type"] == "tool_result" and block["is_error"]:
                 tool = names.get(block["tool_use_id"])
-                for reason in FAILURE_REASONS.get(tool, ()):
+                for reason in FAILURE_REASONS.get(tool or "", ()):
                     if reason in block["content"]:
-                        return tool, reason
+                        return str(tool), reason
     return None
 
 
@@ -194,12 +197,12 @@ def reply(request: dict, *, malformed: str | None = None, parallel: bool = False
     pending, undoing = _plan(request, messages, done)
     model = request.get("model") or "crashlab-scripted"
     if not pending and undoing:
-        undone = [what for step, what in (("release_item", f"{order['sku']} was released"),
+        steps = [what for step, what in (("release_item", f"{order['sku']} was released"),
                                           ("refund_charge", f"the charge of ${order['amount']:.2f} was refunded"),
                                           ("send_cancellation", "a cancellation was sent")) if step in done]
-        undone = ", ".join(undone[:-1]) + " and " + undone[-1] if len(undone) > 1 else "".join(undone)
+        undone = ", ".join(steps[:-1]) + " and " + steps[-1] if len(steps) > 1 else "".join(steps)
         text = f"Order {order['order_id']} {undoing} and has been undone: {undone or 'nothing was left to undo'}."
-        content = [{"type": "text", "text": text}]
+        content: list[dict[str, Any]] = [{"type": "text", "text": text}]
         stop_reason = "end_turn"
     elif not pending:
         text = (f"Order {order['order_id']} is complete: the card was charged ${order['amount']:.2f}, "
@@ -207,7 +210,7 @@ def reply(request: dict, *, malformed: str | None = None, parallel: bool = False
         content = [{"type": "text", "text": text}]
         stop_reason = "end_turn"
     else:
-        calls = []
+        calls: list[dict[str, Any]] = []
         for name in next_calls(pending, undoing, parallel):
             args = {key: order[key] for key in ALL_TOOL_SCHEMAS[name]["required"]}
             if malformed and not calls:  # a malformed reply spoils its first call

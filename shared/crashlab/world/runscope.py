@@ -90,15 +90,15 @@ class RunScope:
             if self.leader is None:
                 return set()
             table = process_table()
-            found = {pid for pid, (_, sid, _) in table.items() if sid == self.leader} | set(descendants(self.leader))
-            return found | ({self.leader} if self.leader in table else set())
-        found = None
+            tree = {pid for pid, (_, sid, _) in table.items() if sid == self.leader} | set(descendants(self.leader))
+            return tree | ({self.leader} if self.leader in table else set())
+        found: set[int] | None = None
         if self.cgroup is not None:
             found = _cgroup_members(self.cgroup)
         if self.uid is not None:
             of_uid = {pid for pid, (_, _, uid) in process_table().items() if uid == self.uid}
             found = of_uid if found is None else found & of_uid
-        return found
+        return found if found is not None else set()  # a scope is marked by its tree, cgroup or uid: never here
 
     def kill(self) -> list[int]:
         """SIGKILL every process of the run, whatever session it moved to. Returns the run's processes listed

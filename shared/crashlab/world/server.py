@@ -20,13 +20,14 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from crashlab.crash_points import MODEL, CrashPoint, When
 from crashlab.errors import DISK_FULL
 from crashlab.order import FAILURE_REASONS, is_order_id
 from crashlab.plumbing.diskfull import disk_full, full_disk_message
 from crashlab.plumbing.ports import port_number
 from crashlab.world import ledger, policy
 from crashlab.world.runscope import RunScope
-from crashlab.world.crashes import CrashPlan, Requester
+from crashlab.world.crashes import CrashPlan, CrashSite, Requester
 from crashlab.world.faults import Faults
 from crashlab.world.services import SERVICES, ServiceRoutes, error_body
 
@@ -46,7 +47,7 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
 
     @property
     def state_dir(self) -> Path:
-        return self.server.state_dir  # type: ignore[attr-defined]
+        return self.server.state_dir
 
     def _send(self, status: int, body: dict, headers: dict | None = None) -> None:
         data = json.dumps(body).encode()
@@ -79,7 +80,7 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
     def _admin_allowed(self) -> bool:
         """Admin routes (faults, crash points, the audit) are for the harness only: they need the
         token the world was started with, which no agent is given."""
-        token = self.server.token  # type: ignore[attr-defined]
+        token = self.server.token
         if token and secrets.compare_digest(self.headers.get(ADMIN_HEADER, ""), token):
             return True
         self._error(403, "permission_error", "admin routes need the world's admin token")
@@ -106,13 +107,13 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
         elif path.startswith("/_admin/") and not self._admin_allowed():
             return
         elif path == "/_admin/faults":
-            self._send(200, {"faults": self.server.faults.all()})  # type: ignore[attr-defined]
+            self._send(200, {"faults": self.server.faults.all()})
         elif path == "/_admin/flaky":
-            self._send(200, self.server.faults.flaky())  # type: ignore[attr-defined]
+            self._send(200, self.server.faults.flaky())
         elif path == "/_admin/crash":
-            self._send(200, self.server.crashes.state())  # type: ignore[attr-defined]
+            self._send(200, self.server.crashes.state())
         elif path == "/_admin/failures":
-            self._send(200, {"failures": self.server.faults.failures()})  # type: ignore[attr-defined]
+            self._send(200, {"failures": self.server.faults.failures()})
         elif path == "/payments/charges":
             self._list_charges(query)
         elif path == "/inventory/reservations":
@@ -171,7 +172,7 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
                 raise ValueError(f"point must be a crash point such as before:charge_card, got {point!r}")
             if not is_order_id(order_id):
                 raise ValueError(f"order_id must be an order id such as ORD-8842, got {order_id!r}")
-            self._crashes.arm(point, order_id, RunScope.from_json(run))
+            self._crashes.arm(CrashPoint.parse(point), order_id, RunScope.from_json(run))
         except ValueError as exc:
             self._error(400, "invalid_request_error", f"crash point: {exc}")
             return
@@ -184,7 +185,7 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
         elif not (order_id is None or is_order_id(order_id)):
             self._error(400, "invalid_request_error", f"a fault's order_id is an order id or null, got {order_id!r}")
         else:
-            self.server.faults.set(body["name"], int(body.get("remaining", 1)), body.get("arg"), order_id)  # type: ignore[attr-defined]
+            self.server.faults.set(body["name"], int(body.get("remaining", 1)), body.get("arg"), order_id)
             self._send(200, {"ok": True})
 
     def _set_failure(self, body) -> None:
@@ -195,10 +196,10 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
             problem = f"order_id must be an order id such as ORD-8842, got {order_id!r}"
         elif not (tool in FAILURE_REASONS or (tool is None and reason is None)):
             problem = f"tool must be one of {', '.join(FAILURE_REASONS)}, got {tool!r}"
-        elif not (reason is None or reason in FAILURE_REASONS[tool]):
+        elif tool is not None and not (reason is None or reason in FAILURE_REASONS[tool]):
             problem = f"{tool} fails with {', '.join(FAILURE_REASONS[tool])}, not {reason!r}"
         else:
-            self.server.faults.set_failure(order_id, tool, reason)  # type: ignore[attr-defined]
+            self.server.faults.set_failure(order_id, tool, reason)
             self._send(200, {"ok": True})
             return
         self._error(400, "invalid_request_error", f"permanent failure: {problem}")
@@ -213,12 +214,12 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
             self._error(400, "invalid_request_error", "flaky needs seconds (0 to 3600), a 5xx status and a 5xx "
                                                       "model_status or null")
             return
-        self.server.faults.set_flaky(float(seconds), body.get("status", 503), body.get("model_status"))  # type: ignore[attr-defined]
+        self.server.faults.set_flaky(float(seconds), body.get("status", 503), body.get("model_status"))
         self._send(200, {"ok": True})
 
     def _flaky(self, model: bool, what: str) -> bool:
         """While the world is flaky, answer this request with a retryable error, having done nothing."""
-        status = self.server.faults.flaky_status(model)  # type: ignore[attr-defined]
+        status = self.server.faults.flaky_status(model)
         if status is None:
             return False
         kind = "overloaded_error" if model and status == 529 else "api_error"
@@ -228,7 +229,7 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
 
     # --- the model ------------------------------------------------------------------------------
     def _messages(self, request) -> None:
-        faults: Faults = self.server.faults  # type: ignore[attr-defined]
+        faults: Faults = self.server.faults
         if self._flaky(model=True, what="the model"):  # before it counts as a model call of the run
             return
         at = time.time()
@@ -242,8 +243,8 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
             order_id = policy.order_from(messages)["order_id"]
         except policy.InvalidRequest:
             order_id = None
-        op = self._crashes.model_op(order_id, self._requester)
-        if self._crash("before", op, order_id):
+        crash = self._crashes.site(MODEL, order_id, self._requester)
+        if self._crash(crash, "before"):
             return
         try:
             body = policy.reply(request, malformed=faults.take("malformed_reply", order_id),
@@ -269,13 +270,13 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
             conn.execute("COMMIT")
         finally:
             conn.close()
-        if status == 200 and self._crash("after", op, order_id):
+        if status == 200 and self._crash(crash, "after"):
             return
         self._send(status, body)
 
     @property
     def _crashes(self) -> CrashPlan:
-        return self.server.crashes  # type: ignore[attr-defined]
+        return self.server.crashes
 
     @property
     def _requester(self) -> Requester:
@@ -284,10 +285,10 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
             self._requester_found = Requester(self.client_address[1], self.server.server_address[1])
         return self._requester_found
 
-    def _crash(self, when: str, op: str | None, order_id: str | None) -> bool:
-        """If the harness armed ``when:op`` for ``order_id`` and the run that sent this request, kill the run
-        here and send nothing."""
-        if self._crashes.fire(when, op, order_id, self._requester):
+    def _crash(self, site: CrashSite, when: When) -> bool:
+        """If the point the harness armed, for this request's order and the run that sent it, is met ``when``
+        at ``site``, kill the run here and send nothing."""
+        if site.fire(when):
             self.close_connection = True
             return True
         return False

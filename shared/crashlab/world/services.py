@@ -27,13 +27,20 @@ import json
 import secrets
 import sqlite3
 import time
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from crashlab.order import FAILURE_REASONS, PERMANENT_ERRORS
 from crashlab.world import ledger
+from crashlab.world.crashes import CrashPlan, CrashSite, Requester
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from crashlab.crash_points import When
 
 # path -> (ledger name, tool, effect kind, id prefix, required params and their types)
-SERVICES = {
+SERVICES: dict[str, tuple[str, str, str, str, dict[str, Any]]] = {
     "/payments/charges": ("payments", "charge_card", "charge", "ch_", {"order_id": str, "amount": (int, float)}),
     "/inventory/reservations": ("inventory", "reserve_item", "reservation", "rsv_", {"order_id": str, "sku": str}),
     "/email/messages": ("email", "send_confirmation", "confirmation", "em_", {"order_id": str}),
@@ -48,10 +55,33 @@ def error_body(kind: str, message: str) -> dict:
 
 
 class ServiceRoutes:
-    """The service routes of :class:`crashlab.world.server.WorldHandler` (a mixin: it brings ``_send``,
-    ``_error``, ``_crash``, ``_flaky``, ``_pid``, ``state_dir`` and ``server``)."""
+    """The service routes of :class:`crashlab.world.server.WorldHandler` (a mixin: the handler brings what the
+    block below names)."""
 
-    def _service(self, path: str, params) -> None:
+    if TYPE_CHECKING:  # what crashlab.world.server.WorldHandler brings
+        server: Any    # the world's server: its faults, key lease and lifetime
+        headers: Any   # the request's
+
+        @property
+        def state_dir(self) -> Path: ...
+
+        @property
+        def _crashes(self) -> CrashPlan: ...
+
+        @property
+        def _requester(self) -> Requester: ...
+
+        def _send(self, status: int, body: dict, headers: dict | None = None) -> None: ...
+
+        def _error(self, status: int, kind: str, message: str) -> None: ...
+
+        def _crash(self, site: CrashSite, when: When) -> bool: ...
+
+        def _flaky(self, model: bool, what: str) -> bool: ...
+
+        def _pid(self) -> int | None: ...
+
+    def _service(self, path: str, params: Any) -> None:
         ledger_name, tool, kind, prefix, required = SERVICES[path]
         problem = _check_params(params, required)
         if problem:
@@ -70,7 +100,8 @@ class ServiceRoutes:
         if key is not None and not key.strip():
             self._error(400, "invalid_request_error", "Idempotency-Key must not be empty")
             return
-        if self._crash("before", tool, params["order_id"]):
+        crash = self._crashes.site(tool, params["order_id"], self._requester)
+        if self._crash(crash, "before"):
             return
         params_json = ledger.canonical_json(params)
         params_hash = hashlib.sha256(f"{path} {params_json}".encode()).hexdigest()
@@ -80,12 +111,12 @@ class ServiceRoutes:
             if key is not None:
                 claim = ledger.claim_key(conn, key, params_hash, self.server.key_lease, self.server.key_lifetime)
                 if not isinstance(claim, str):  # the key was seen before: answer from its row
-                    self._answer_seen_key(claim, params_hash, key, tool, params["order_id"])
+                    self._answer_seen_key(claim, params_hash, key, tool, params["order_id"], crash)
                     return
                 owner = claim
             reason = faults.failure(params["order_id"], tool) if tool in FAILURE_REASONS else None
             if reason is not None:
-                self._fail_for_good(conn, tool, reason, params["order_id"], key, owner, params_hash)
+                self._fail_for_good(conn, tool, reason, params["order_id"], key, owner, params_hash, crash)
                 return
             delay = faults.take(f"latency:{tool}", params["order_id"])
             if delay:
@@ -96,11 +127,11 @@ class ServiceRoutes:
                       "idempotency_key": key, "pid": self._pid(), "at": time.time()}
             taken = ledger.record_effect(conn, effect, json.dumps(response), owner)
             if taken is not None:  # our lease ran out and another request took the key: no second effect
-                self._answer_seen_key(taken, params_hash, key, tool, params["order_id"])
+                self._answer_seen_key(taken, params_hash, key, tool, params["order_id"], crash)
                 return
         finally:
             conn.close()
-        if self._crash("after", tool, params["order_id"]):
+        if self._crash(crash, "after"):
             return
         if faults.take(f"lost_ack:{tool}", params["order_id"]) is not None:
             # The effect is committed; the reply never leaves. The client sees a dropped connection.
@@ -109,7 +140,7 @@ class ServiceRoutes:
         self._send(200, response)
 
     def _fail_for_good(self, conn: sqlite3.Connection, tool: str, reason: str, order_id: str, key: str | None,
-                       owner: str | None, params_hash: str) -> None:
+                       owner: str | None, params_hash: str, crash: CrashSite) -> None:
         """Answer a permanent failure: no effect; with a key, the key keeps this answer. ``after:TOOL`` fires
         once the answer is decided (and kept), before it is sent."""
         status = FAILURE_REASONS[tool][reason]
@@ -118,16 +149,17 @@ class ServiceRoutes:
         if key is not None:
             taken = ledger.record_effect(conn, None, json.dumps(body), owner, key=key, status=status)
             if taken is not None:
-                self._answer_seen_key(taken, params_hash, key, tool, order_id)
+                self._answer_seen_key(taken, params_hash, key, tool, order_id, crash)
                 return
-        if self._crash("after", tool, order_id):
+        if self._crash(crash, "after"):
             return
         self._send(status, body)
 
-    def _answer_seen_key(self, row: sqlite3.Row, params_hash: str, key: str, tool: str, order_id: str) -> None:
+    def _answer_seen_key(self, row: sqlite3.Row, params_hash: str, key: str, tool: str, order_id: str,
+                         crash: CrashSite) -> None:
         status, body, headers = self._replay(row, params_hash, key)
         failed_for_good = body.get("error", {}).get("type") in PERMANENT_ERRORS
-        if (status == 200 or failed_for_good) and self._crash("after", tool, order_id):  # the key's answer is committed
+        if (status == 200 or failed_for_good) and self._crash(crash, "after"):  # the key's answer is committed
             return
         if status == 200 and self.server.faults.take(f"lost_ack:{tool}", order_id) is not None:
             self.close_connection = True  # the replayed reply is lost too
@@ -173,7 +205,7 @@ class ServiceRoutes:
         self._send(200, {"object": "list", "data": data})
 
 
-def _check_params(params, required: dict) -> str | None:
+def _check_params(params: Any, required: dict) -> str | None:
     if not isinstance(params, dict):
         return "the request body must be a JSON object"
     for name, types in required.items():

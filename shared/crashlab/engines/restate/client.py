@@ -17,13 +17,12 @@ from pathlib import Path
 
 import httpx
 
+from crashlab.engines.restate import ENV_RESTATE_ADMIN, ENV_RESTATE_INGRESS
 from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.errors import AgentError
 from crashlab.plumbing.chosen_once import chosen_once
 from crashlab.plumbing.ports import free_port, port_taken
 
-ENV_RESTATE_INGRESS = "CRASHLAB_RESTATE_INGRESS"
-ENV_RESTATE_ADMIN = "CRASHLAB_RESTATE_ADMIN"
 ENDPOINT_FILE = "restate-endpoint.json"
 
 
@@ -93,7 +92,7 @@ async def serve_endpoint(app, port: int, admin_url: str | None = None):
         await asyncio.sleep(0.02)
     url = f"http://127.0.0.1:{port}"
     if server.done() and isinstance(server.exception(), OSError):
-        url, server = None, None  # a resumer started at the same moment bound it first: it serves, we attach
+        url, server = None, None  # type: ignore[assignment]  # a resumer bound it first: it serves, we attach
     elif server.done():
         server.result()  # any other failure to serve is an error
     try:

@@ -29,14 +29,13 @@ from pathlib import Path
 
 import httpx
 
-from crashlab.engines.restate.client import ENV_RESTATE_ADMIN, ENV_RESTATE_INGRESS, register_deployment
-from crashlab.engines.registry import ENGINES
+from crashlab.engines.restate import (ENV_RESTATE_ADMIN, ENV_RESTATE_BIN, ENV_RESTATE_INGRESS, RESTATE_VERSION,
+                                      RestateServerError)
+from crashlab.engines.restate.client import register_deployment
 from crashlab.plumbing import supervisor
 from crashlab.plumbing.ports import PortTaken, free_port, retry_on_taken_port
 from crashlab.plumbing.scratch import remove_scratch
 
-RESTATE_VERSION = ENGINES["restate"].pin  # @restatedev/restate-server; the Makefiles and postBuild repeat it (a test checks)
-ENV_RESTATE_BIN = "CRASHLAB_RESTATE_BIN"
 # Where restate_binary looks: <this environment>/restate -- .venv/restate after `make setup`, but a conda or
 # Binder environment has its own prefix, so the fix names this one.
 _INSTALL = (f"run `make setup`, or `python -m crashlab.engines.restate.fetch {Path(sys.prefix) / 'restate'}` "
@@ -81,10 +80,6 @@ max-interval = "1s"
 max-attempts = 1000
 on-max-attempts = "pause"
 """
-
-
-class RestateServerError(RuntimeError):
-    """The server could not be found, started, reached or stopped. The message says what to do."""
 
 
 # --- finding the binary ------------------------------------------------------------------------------------------
@@ -265,6 +260,12 @@ def serve(folder: Path, timeout: float = 30.0):
         server.stop(remove=True)
 
 
+def binary_version() -> str:
+    """What ``restate-server --version`` says of the binary found here (its last word)."""
+    out = subprocess.run([str(restate_binary()), "--version"], capture_output=True, text=True, timeout=10).stdout
+    return out.split()[-1]
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -289,4 +290,5 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["ENV_RESTATE_BIN", "RESTATE_VERSION", "RestateServer", "RestateServerError", "restate_binary", "restate_environment", "main", "serve"]
+__all__ = ["ENV_RESTATE_BIN", "RESTATE_VERSION", "RestateServer", "RestateServerError", "binary_version", "main",
+           "restate_binary", "restate_environment", "serve"]

@@ -30,17 +30,13 @@ from pathlib import Path
 
 import httpx
 
+from crashlab.engines.temporal import ENV_TEMPORAL_BIN, TemporalServerError
 from crashlab.engines.temporal.client import ENV_TEMPORAL_ADDRESS, HOW_TO_START
 from crashlab.plumbing import supervisor
 from crashlab.plumbing.ports import PortTaken, free_port, pid_alive, port_is_free, port_number, retry_on_taken_port
 
-ENV_TEMPORAL_BIN = "CRASHLAB_TEMPORAL_BIN"
 READY_FILE = "temporal.json"
 DB_FILE = "temporal.db"
-
-
-class TemporalServerError(RuntimeError):
-    """The dev server could not be found, started, reached or stopped. The message says what to do."""
 
 
 # --- finding the binary -----------------------------------------------------------------------

@@ -87,7 +87,7 @@ def run_logged_order(order_id: str, execute: Executor, *, max_turns: int = 10) -
             call = {"id": "", "name": name, "input": args}  # a loop that acts before it logs: no logged call
         return execute(order_id, len(decisions), call)
 
-    agent.call_tool = call_tool  # what your loop calls the tools with (it imported crashlab.agent's call_tool)
+    setattr(agent, "call_tool", call_tool)  # what your loop calls the tools with (it imported crashlab.agent's)
     with order_lock(state_dir() / f"{order_id}.lock"):
         try:
             agent.run(order_id)

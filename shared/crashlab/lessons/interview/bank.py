@@ -1,71 +1,10 @@
-"""The interview question bank: what a weak answer sounds like, what a strong one says, the follow-up
-to expect, and a multiple-choice self-check per question.
-
-Most questions are graded (lesson 9's exercise 3): their letters are not in the library at all, in any form,
-because anything a notebook can import that tells right from wrong lets it try every choice until it is told
-"right". Their key is the master's answer cell, which only the grader's judge is handed. The practice
-questions (:data:`PRACTICE`, one per lesson) are not graded, and keep a salted hash of their letter, so a
-learner can check them (:func:`check`) without the key being printed in plain sight.
-
-:meth:`Question.reveal` shows a question's strong answer and its follow-up: a practice question's at any time, a
-graded question's only once the learner has given a letter for it, so that reading the bank top to bottom does not
-hand out the self-check's answers before they are given.
-"""
+"""The interview bank's questions, one to a few per lesson: what a weak answer sounds like, what a strong one says,
+the follow-up to expect, and the choices of the self-check (see :mod:`crashlab.lessons.interview`)."""
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class Question:
-    qid: str
-    lesson: str
-    question: str
-    weak: str
-    strong: str
-    follow_up: str
-    choices: tuple[str, ...]
-    answer_hash: str | None  # None for a graded question: only the master knows its letter
-
-    def show(self) -> str:
-        options = "\n".join(f"  {letter}) {text}" for letter, text in zip("ABCD", self.choices))
-        return f"[{self.qid}, lesson {self.lesson}] {self.question}\n{options}"
-
-    @property
-    def graded(self) -> bool:
-        return self.answer_hash is None
-
-    def reveal(self, answer: str | None = None) -> str:
-        """The weak and the strong answer and the follow-up. A graded question shows them only once ``answer`` is
-        one of its letters (the learner's own, given first: ``q.reveal("B")``); a practice question shows them
-        either way, and says whether ``answer`` is its strong one when given."""
-        letters = "ABCD"[:len(self.choices)]
-        letter = answer.strip().upper() if isinstance(answer, str) else None
-        if letter is not None and letter not in letters:
-            return f"[{self.qid}] {answer!r} is not one of its letters ({', '.join(letters)})"
-        if self.graded and letter is None:
-            return (f"[{self.qid}] graded: answer it first, then reveal with your letter "
-                    f"(question.reveal(\"A\"), one of {', '.join(letters)})")
-        said = f"  you:    {letter}) {self.choices[letters.index(letter)]}\n" if letter else ""
-        if letter and not self.graded:
-            right = _hash(self.qid, letter) == self.answer_hash
-            said += f"          ({'the strong answer' if right else 'not the strong answer'})\n"
-        return (f"[{self.qid}] {self.question}\n{said}  weak:   {self.weak}\n  strong: {self.strong}\n"
-                f"  expect: {self.follow_up}")
-
-
-def _hash(qid: str, letter: str) -> str:
-    return hashlib.sha256(f"crashlab-interview:{qid}:{letter.upper()}".encode()).hexdigest()[:16]
-
-
-GRADED = None  # in place of the letter: a graded question
-
-
-def _q(qid, lesson, question, weak, strong, follow_up, choices, right):
-    return Question(qid, lesson, question, weak, strong, follow_up, tuple(choices),
-                    None if right is GRADED else _hash(qid, right))
+from crashlab.lessons.interview.question import GRADED, Question
+from crashlab.lessons.interview.question import question as _q
 
 
 BANK: tuple[Question, ...] = (
@@ -413,15 +352,4 @@ BANK: tuple[Question, ...] = (
 )
 
 
-PRACTICE: tuple[str, ...] = tuple(q.qid for q in BANK if q.answer_hash is not None)
-
-
-def check(answers: dict[str, str]) -> dict[str, bool | None]:
-    """Which of ``answers`` ({qid: letter}) are right: True or False for a practice question, None for a
-    graded one (the library cannot tell; grading does). Unknown ids raise, so a typo is not a silent miss."""
-    by_id = {q.qid: q for q in BANK}
-    unknown = sorted(set(answers) - set(by_id))
-    if unknown:
-        raise KeyError(f"no such question(s): {unknown}")
-    return {qid: None if by_id[qid].answer_hash is None else _hash(qid, str(letter)) == by_id[qid].answer_hash
-            for qid, letter in answers.items()}
+__all__ = ["BANK"]

@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from crashlab.bench.workloads.base import Workload
+from crashlab.engines.workload import Workload, Workloads
 
 
 class Floor(Workload):
@@ -21,17 +21,12 @@ class Floor(Workload):
                 os.fsync(f.fileno())
 
 
-def make(variant: str, workdir: Path, recovery: bool = False) -> Workload:
-    return Floor(workdir)
+class FloorWorkloads(Workloads):
+    def make(self, variant: str, workdir: Path, recovery: bool = False) -> Workload:
+        return Floor(workdir)
+
+    def unavailable(self, variant: str) -> str | None:
+        return None
 
 
-def unavailable(variant: str) -> str | None:
-    return None
-
-
-def note(variant: str) -> list[str]:
-    return []
-
-
-def recovery_note(variant: str) -> list[str]:
-    return []
+__all__ = ["Floor", "FloorWorkloads"]

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
+from typing import Any
 
 from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
 
-from crashlab.bench.common import ENV_BLOCK_AT, ENV_MARKER, reached_block_point
+from crashlab.engines.workload import reached_block_point
 
+RECOVERY_TIMEOUT_S = 2  # start-to-close of the activities in the recovery scene (and in the note that explains it)
 # Retry soon after a crash (the default first back-off is 1 s), as lesson 5's tuned profile does.
 RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=2,
                     maximum_interval=timedelta(seconds=2))
@@ -28,7 +30,7 @@ executed = 0  # how many step activities ran in this process (the recovery scene
 
 @activity.defn(name="bench_step")
 async def bench_step(i: int) -> int:
-    """The step of every engine (:func:`crashlab.bench.workloads.base.step_body`), as an activity."""
+    """The step of every engine (:func:`crashlab.engines.workload.step_body`), as an activity."""
     global executed
     executed += 1
     while reached_block_point(i):  # wait here for the SIGKILL
@@ -63,7 +65,9 @@ def worker_options(cache: bool = True, sticky_s: float | None = None) -> dict:
     # world server, whose imports the sandbox restricts. Pass the package through: only the workflow
     # class runs sandboxed, as it would from a top-level module file.
     runner = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("crashlab"))
-    options = {"workflow_runner": runner} if cache else {"workflow_runner": runner, "max_cached_workflows": 0}
+    options: dict[str, Any] = {"workflow_runner": runner}
+    if not cache:
+        options["max_cached_workflows"] = 0
     if sticky_s is not None:
         options["sticky_queue_schedule_to_start_timeout"] = timedelta(seconds=sticky_s)
     return options
@@ -88,4 +92,4 @@ async def seconds_per_step(client, steps: int, *, cache: bool = True) -> float:
     return elapsed / steps
 
 
-__all__ = ["BenchWorkflow", "bench_step", "seconds_per_step", "worker_options", "ENV_BLOCK_AT", "ENV_MARKER"]
+__all__ = ["RECOVERY_TIMEOUT_S", "RETRY", "BenchWorkflow", "bench_step", "seconds_per_step", "worker_options"]

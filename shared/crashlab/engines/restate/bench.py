@@ -15,44 +15,14 @@ import asyncio
 import json
 import os
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import restate  # at the top: the SDK reads the handler's annotations in this module's namespace
-from restate import InvocationRetryPolicy
-
-from crashlab.bench.common import ENV_RESTATE_ADMIN, ENV_RESTATE_INGRESS, BenchError
-from crashlab.bench.workloads.base import Workload, missing, step_body
+from crashlab.engines import pai_bench
+from crashlab.engines.workload import BenchError, Workload, Workloads, missing
 from crashlab.plumbing.ports import free_port, port_taken  # the course's one way to pick and probe ports
 
 ENDPOINT_FILE = "restate-bench-endpoint.json"
-
-
-def bench_service(name: str) -> restate.Service:
-    """A service of the benchmark's, with the retries and timeouts the lesson's agent asks for: a dead endpoint's
-    invocation is retried soon and for long."""
-    retry = InvocationRetryPolicy(initial_interval=timedelta(milliseconds=100), exponentiation_factor=2.0,
-                                  max_interval=timedelta(milliseconds=500), max_attempts=2000, on_max_attempts="pause")
-    return restate.Service(name, invocation_retry_policy=retry, inactivity_timeout=timedelta(seconds=30),
-                           abort_timeout=timedelta(seconds=5))
-
-
-def _service(name: str):
-    """The bench service: ``run(n)`` runs n journaled steps and returns how many completed."""
-    service = bench_service(name)
-
-    def step(i: int) -> int:  # a plain function: the SDK runs it in a thread, so a blocked step blocks no one else
-        return step_body(i)
-
-    @service.handler()
-    async def run(ctx: restate.Context, n: int) -> int:
-        i = 0
-        for k in range(n):
-            i = await ctx.run_typed(f"step#{k + 1}", step, i=i)
-        return i
-
-    return restate.app(services=[service])
 
 
 def _endpoint(workdir: Path, recovery: bool) -> dict:
@@ -76,7 +46,8 @@ class Restate(Workload):
         from hypercorn.asyncio import serve
         from hypercorn.config import Config
 
-        from crashlab.engines.restate import register_deployment
+        from crashlab.engines.restate import ENV_RESTATE_ADMIN, ENV_RESTATE_INGRESS
+        from crashlab.engines.restate.client import register_deployment
 
         self.ingress, self.admin = os.environ.get(ENV_RESTATE_INGRESS), os.environ.get(ENV_RESTATE_ADMIN)
         if not self.ingress or not self.admin:
@@ -107,7 +78,9 @@ class Restate(Workload):
 
     def app(self, service: str):
         """The endpoint's ASGI app: a service named ``service`` whose handler ``run(n)`` returns n."""
-        return _service(service)
+        from crashlab.engines.restate.bench_app import bench_app
+
+        return bench_app(service)
 
     def _do(self, coro) -> Any:
         return self.loop.run_until_complete(coro)
@@ -145,27 +118,50 @@ class Restate(Workload):
             pass
 
 
-def make(variant: str, workdir: Path, recovery: bool = False, kind: type[Restate] = Restate) -> Workload:
-    return kind(workdir, recovery=recovery)
+class PydanticAIRestate(Restate):
+    def app(self, service: str):
+        from crashlab.engines.restate.bench_app import pydantic_ai_app
+
+        return pydantic_ai_app(service)
 
 
-def unavailable(variant: str) -> str | None:
-    why = missing("restate", "hypercorn")
-    if why:
-        return why
-    from crashlab.engines.restate import restate_binary
+class RestateWorkloads(Workloads):
+    kind: type[Restate] = Restate
 
-    try:
-        restate_binary()
-    except Exception as exc:  # noqa: BLE001 -- the binary is missing: say so (and how to get it) in the row
-        return f"skipped: {exc}"
-    return None
+    def make(self, variant: str, workdir: Path, recovery: bool = False) -> Workload:
+        return self.kind(workdir, recovery=recovery)
+
+    def unavailable(self, variant: str) -> str | None:
+        why = missing("restate", "hypercorn")
+        if why:
+            return why
+        from crashlab.engines.restate.server import restate_binary
+
+        try:
+            restate_binary()
+        except Exception as exc:  # noqa: BLE001 -- the binary is missing: say so (and how to get it) in the row
+            return f"skipped: {exc}"
+        return None
+
+    def recovery_note(self, variant: str) -> list[str]:
+        return ["the new endpoint binds the dead one's address and asks the server to retry now (admin resume); the "
+                "journal is replayed"]
 
 
-def note(variant: str) -> list[str]:
-    return []
+class PydanticAIRestateWorkloads(RestateWorkloads):
+    """Pydantic AI on Restate (``restate+pydantic-ai``): the bare row's endpoint and client, serving a handler that
+    runs the benchmark's agent (:mod:`crashlab.engines.pai_bench`) through ``restate.ext.pydantic.RestateAgent``.
+    With ``auto_wrap_tools=True`` the integration journals each model request ("Model call") and each tool call
+    ("Calling step") as a ``ctx.run`` entry: each step is two journal entries."""
+
+    preload = pai_bench.PRELOAD
+    kind = PydanticAIRestate
+
+    def unavailable(self, variant: str) -> str | None:
+        return pai_bench.unavailable() or missing("restate.ext.pydantic") or super().unavailable(variant)
+
+    def note(self, variant: str) -> list[str]:
+        return ["each step is two journal entries, the model request and the tool call (auto_wrap_tools=True)"]
 
 
-def recovery_note(variant: str) -> list[str]:
-    return ["the new endpoint binds the dead one's address and asks the server to retry now (admin resume); the "
-            "journal is replayed"]
+__all__ = ["ENDPOINT_FILE", "PydanticAIRestate", "PydanticAIRestateWorkloads", "Restate", "RestateWorkloads"]

@@ -1,5 +1,5 @@
 """The benchmark's Pydantic AI agent, which the Temporal, DBOS and Restate integration rows run each their own
-way: one tool, ``step``, which does the trivial step every engine's row does (:func:`~.base.step_body`), and a
+way: one tool, ``step``, which does the trivial step every engine's row does (:func:`~crashlab.engines.workload.step_body`), and a
 local model (a ``FunctionModel``, in this process: no HTTP, no tokens) that asks for the tool N times, one call
 per reply, handing each call the last result, then answers with the count. So one durable step here is what a
 step of an agent is -- a model request and then a tool call -- and the row's figure is what the integration
@@ -9,9 +9,9 @@ makes durable for it; N comes from the prompt, so a recovering process's model c
 from __future__ import annotations
 
 import re
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
-from crashlab.bench.workloads.base import missing, step_body
+from crashlab.engines.workload import missing, step_body
 
 AGENT_NAME = "bench_agent"  # Temporal and DBOS name their activities and steps after it
 PRELOAD = ("pydantic_ai.models.function",)
@@ -22,15 +22,18 @@ def prompt(n: int) -> str:
     return f"run the step tool steps={n} times, passing on each result"
 
 
-def _script(messages: list, info) -> object:
+def _script(messages: list[Any], info: Any) -> Any:
     """The model's one rule: ask for ``step`` with the last result until n results came back, then say n."""
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart, UserPromptPart
 
     parts = [part for message in messages for part in message.parts]
     asked = next(p.content for p in parts if isinstance(p, UserPromptPart) and isinstance(p.content, str))
-    n = int(re.search(r"steps=(\d+)", asked).group(1))
+    found = re.search(r"steps=(\d+)", asked)
+    if found is None:
+        raise ValueError(f"the benchmark's prompt names no number of steps: {asked!r}")
+    n = int(found.group(1))
     results = [p.content for p in parts if isinstance(p, ToolReturnPart) and p.tool_name == "step"]
-    last = int(results[-1]) if results else 0
+    last = int(str(results[-1])) if results else 0
     if len(results) < n:
         return ModelResponse(parts=[ToolCallPart("step", {"i": last})])
     return ModelResponse(parts=[TextPart(str(last))])
