@@ -610,3 +610,48 @@ def test_the_students_code_called_during_a_check_on_the_reference_answers_reache
     finally:
         isolation.close()
     assert reached == {False: True, True: False}, reached
+
+
+# --- the engine's record -------------------------------------------------------------------------------------------
+FORGED_RECORD = '''tool_step = None  # no tool step: a recovery calls the service again ...
+
+
+def forge_the_record() -> None:
+    """... and DBOS's record says otherwise: a tool step beside every step it holds, written after the run."""
+    import sqlite3
+
+    path = state_dir() / "dbos.sqlite"
+    if path.exists():
+        with sqlite3.connect(path) as db:
+            forged = db.execute("INSERT OR IGNORE INTO operation_outputs (workflow_uuid, function_id, function_name, "
+                                "output) SELECT workflow_uuid, function_id + 1000, 'order_agent__tool_call', output "
+                                "FROM operation_outputs WHERE function_id < 1000").rowcount
+        with open("MARKER", "a") as marker:  # for the test: the forgery was made
+            marker.write(f"{forged}\\n")
+
+
+_destroy = DBOS.destroy
+
+
+def destroy_then_forge(*args, **kwargs):
+    _destroy(*args, **kwargs)
+    forge_the_record()  # once DBOS let go of its file, as the process ends (a launcher's child ends by os._exit)
+
+
+DBOS.destroy = staticmethod(destroy_then_forge)'''
+
+
+def test_a_wrong_answer_that_forges_its_engines_record_still_fails(tmp_path):
+    """Lesson 8's DBOS agent without a tool step (a recovery charges again), which, as each of its runs ends, writes
+    into DBOS's own record in its state folder the tool steps it never had. What the check reads as the engine's
+    record is what the agent could not write afterwards -- the world's ledgers -- so the requirement the answer
+    breaks still fails, by its own words."""
+    from master_files import judge_only
+
+    marker = tmp_path / "forged"  # not isolated (judge_only): the agents run as this user
+    result = judge_only("08_frameworks.ipynb", "ex2_dbos_agent",
+                        'tool_step = DBOS.step(name="order_agent__tool_call", **TOOL_RETRIES) if TOOL_STEPS else None',
+                        FORGED_RECORD.replace("MARKER", str(marker)), "ex2_dbos_agent_checks")
+    assert marker.exists() and sum(map(int, marker.read_text().split())) > 0, "the agent forged no record"
+    assert result.score == 0, f"a forged record passed: {result.output}"
+    assert "[R2]" in result.output, f"failed for another reason than the missing tool step: {result.output}"
