@@ -577,6 +577,33 @@ def test_without_any_seal_a_master_scores_full_marks_and_the_results_say_what_wa
     assert "without its own" in report.table()
 
 
+# What a Docker container keeps by default (a Gradescope image, say): no CAP_SYS_ADMIN, no CAP_SYS_PTRACE.
+CONTAINER_CAPABILITIES = ("chown", "dac_override", "fowner", "fsetid", "kill", "setgid", "setuid", "setpcap",
+                          "net_bind_service", "net_raw", "sys_chroot", "mknod", "audit_write", "setfcap")
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) drops the capabilities")
+def test_with_a_containers_default_capabilities_a_master_scores_full_marks(tmp_path):
+    """Graded as root with only a container's default capabilities: no namespace and no mount (CAP_SYS_ADMIN), and
+    no reading another user's /proc/PID/fd (CAP_SYS_PTRACE), where the world looks for the processes behind a
+    request. The grading falls back to what it may do and says so, and the master scores its full marks: every crash
+    point is still reached, told by the crash user that made the connection."""
+    folder = tmp_path / "m"
+    folder.mkdir()
+    shutil.copy(SOLUTIONS / "01_naive_event_log.ipynb", folder)
+    out = folder / "results.json"
+    bounding = ",".join(["-all", *(f"+{cap}" for cap in CONTAINER_CAPABILITIES)])
+    done = subprocess.run(["setpriv", "--bounding-set", bounding, "--inh-caps=-all", "--", sys.executable, "-m",
+                           "crashlab.cli", "grade", str(folder / "01_naive_event_log.ipynb"), "--json", str(out),
+                           "--quiet"], capture_output=True, text=True, timeout=1200)
+    assert out.exists(), done.stdout[-2000:] + done.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert data["isolated"] is True and data["score"] == data["max_score"] > 0, data["output"]
+    assert not data["sealed"]["view"] and not data["sealed"]["network"], data["sealed"]
+    for words in ("no mount namespaces", "no network namespace", "no CAP_SYS_PTRACE"):
+        assert words in data["output"], data["output"]
+
+
 def test_the_students_code_called_during_a_check_on_the_reference_answers_reaches_no_world(tmp_path, monkeypatch):
     """While a check runs the student's agent on the reference answers, the student's own code that it calls (the
     subject) runs in a network with nothing in it: the worlds of that check are out of its reach, as they are in any

@@ -119,7 +119,7 @@ class Isolation:
     def _seal(self, hide) -> None:
         """The sandbox user and the box's seals, each where the machine allows it (the notes say what it did not)."""
         from crashlab.plumbing.sandbox_box import FILES_BYTES, FILES_COUNT, Limits, OwnNetwork, mount_tmpfs
-        from crashlab.plumbing.sandbox_users import MEMORY_LIMIT, PROCESS_LIMIT
+        from crashlab.plumbing.sandbox_users import CAP_SYS_PTRACE, MEMORY_LIMIT, PROCESS_LIMIT, has_capability
 
         see = (self.workdir, self.scratch, self.lessons)
         self.slot = SandboxSlot(self.workdir / "home", hide=tuple(hide), see=see,
@@ -150,6 +150,10 @@ class Isolation:
             self.notes.append(f"no cgroup for the grading ({self.limits.why}): its memory and processes are capped per "
                               f"process only ({MEMORY_LIMIT // 1024 ** 3} GiB of address space each, "
                               f"{PROCESS_LIMIT} processes per user)")
+        if not has_capability(CAP_SYS_PTRACE):
+            self.notes.append("no CAP_SYS_PTRACE (a container's default): the world cannot see which of the student's "
+                              "processes hold a connection, so it tells a crashed run's requests by the user that made "
+                              "the connection (each crashed run has a user of its own)")
         self.sandbox = self.slot.sandbox
         self.network = OwnNetwork()
         self.sealed["network"] = self.network.ok

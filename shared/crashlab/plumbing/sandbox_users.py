@@ -20,6 +20,7 @@ from crashlab.errors import CrashlabError
 MEMORY_LIMIT = 6 * 1024 ** 3      # bytes of address space per process
 PROCESS_LIMIT = 768               # processes and threads of one sandbox user, all together
 PR_SET_NO_NEW_PRIVS = 38
+CAP_SYS_PTRACE = 19
 
 
 class SandboxError(CrashlabError, RuntimeError):
@@ -148,3 +149,12 @@ def fs_ids() -> tuple[int, int]:
     with open("/proc/thread-self/status") as status:
         fields = {line.split(":", 1)[0]: line.split()[1:] for line in status if line.startswith(("Uid:", "Gid:"))}
     return int(fields["Uid"][3]), int(fields["Gid"][3])
+
+
+def has_capability(bit: int) -> bool:
+    """Whether this process holds the capability numbered ``bit`` (its effective set, /proc/self/status)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> bit & 1)
+    return False

@@ -84,6 +84,12 @@ class RunScope:
         members = self.members()
         return any(pid in members for pid in pids)
 
+    def made(self, owners: set[int]) -> bool:
+        """Whether a connection whose holders cannot be seen (root without CAP_SYS_PTRACE reads no other user's
+        /proc/PID/fd) was made by the run: only a run with a crash user of its own is told so, by the uid the kernel
+        recorded as the socket's owner -- which a process of another user cannot take on, nor one of the run shed."""
+        return self.uid is not None and bool(owners) and owners <= {self.uid}
+
     def members(self) -> set[int]:
         """The run's live processes now."""
         if self.by_tree:
