@@ -167,6 +167,25 @@ def planted_secrets(monkeypatch):
     close_kept_launchers()  # the next test's launcher starts without them
 
 
+def test_a_warm_launcher_and_the_agents_it_forks_hold_none_of_the_graders_secrets(planted_secrets, tmp_path):
+    """The warm launcher that forks every agent is started while the grader's environment holds its secrets: it
+    starts from the allow-list, so neither it nor an agent it forks -- which inherits its memory, stack included --
+    holds any, read as root (environment, stack and writable memory)."""
+    from crashlab.harness.launcher import kept_launcher
+
+    launcher = kept_launcher()
+    (tmp_path / "wait.py").write_text("import time\ntime.sleep(120)\n")
+    agent = launcher.spawn([str(tmp_path / "wait.py")], tmp_path, {"PATH": os.environ["PATH"]}, tmp_path / "out",
+                           tmp_path / "err")
+    try:
+        found = {"launcher": secrets_in(launcher.pid), "agent": secrets_in(agent.pid)}
+        alive = Path(f"/proc/{agent.pid}").exists() and Path(f"/proc/{launcher.pid}").exists()
+    finally:
+        agent.kill()
+    assert alive, "both processes were read while they ran"
+    assert found == {"launcher": set(), "agent": set()}, found
+
+
 # --- the box, without a grading -------------------------------------------------------------------------------
 PROBE = r'''
 import ctypes, json, os, socket, sys
