@@ -32,7 +32,7 @@ The root and the agents' family are here; each other error lives beside the code
     +-- ReleaseError                crashlab.release.student: the release cannot be made where asked
     +-- UsageError                  crashlab.cli.args: options that do not go together
     +-- OutputError                 crashlab.plumbing.outputs: the output would replace a file the command did not write
-    +-- SandboxError                crashlab.plumbing.sandbox: privileges could not be dropped
+    +-- SandboxError                crashlab.plumbing.sandbox_users: privileges could not be dropped
     +-- ViewError                   crashlab.plumbing.sandbox_view: a sandboxed process's view could not be built
     +-- PortTaken                   crashlab.plumbing.ports: another process took the port first
     +-- FinishExerciseFirst         crashlab.lessons.notebook: a demonstration waits for an exercise (one line)

@@ -121,8 +121,10 @@ def test_the_judge_proxies_only_the_masters_module_names(tmp_path):
 @ROOT_ONLY
 def test_no_copy_of_the_course_anywhere_on_the_machine_is_in_the_sandboxs_view(tmp_path):
     """A second checkout's masters, a classmate's submission beside this one, the bytecode of the answers being
-    graded, and secrets in the grader's environment: the graded run finds none of them, and no results file
-    or feedback holds them."""
+    graded, and secrets in the grader's environment: the graded run finds none of them, no results file or feedback
+    holds them, and none is in the environment, stack or memory of any process that runs the student's code (the
+    kernel, the subject, every agent of the checks and the matrix) or forks one (the warm launchers, the judge),
+    read as root while the grading runs. And --keep keeps what the next command's sweep would otherwise remove."""
     other = Path(os.environ.get("TMPDIR", "/tmp")) / f"crashlab-second-checkout-{os.getpid()}"
     (other / "solutions").mkdir(parents=True, exist_ok=True)
     shutil.copy(SOLUTIONS / LESSON1, other / "solutions" / LESSON1)
@@ -131,9 +133,16 @@ def test_no_copy_of_the_course_anywhere_on_the_machine_is_in_the_sandboxs_view(t
     shutil.copy(SOLUTIONS / LESSON1, classmate / LESSON1)
     mine = tmp_path / "me"
     mine.mkdir()
-    secret = f"s3cret-{os.getpid()}-value"
+    from crashlab.harness.launcher import close_kept_launchers
+    from crashlab.plumbing.scratch import sweep_scratch
+    from test_redteam_box import Sampler
+
+    secret = f"s3cret-{os.urandom(8).hex()}-VALUE"
     saved = dict(os.environ)
-    os.environ.update({"ANTHROPIC_API_KEY": secret, "GITHUB_TOKEN": secret, "CRASHLAB_BUNDLE_KEY": secret})
+    os.environ.update({"ANTHROPIC_API_KEY": secret, "GITHUB_TOKEN": secret, "CRASHLAB_BUNDLE_KEY": secret,
+                       "AWS_SECRET_ACCESS_KEY": secret})
+    close_kept_launchers()  # the warm launcher that forks the agents and the judge starts after the secrets are set
+    sampler = Sampler()
     try:
         probe = ("import json, os\n"
                  "found = {k: v for k, v in os.environ.items() if 's3cret' in v}\n"
@@ -152,15 +161,20 @@ def test_no_copy_of_the_course_anywhere_on_the_machine_is_in_the_sandboxs_view(t
         nbformat.write(nb, mine / LESSON1)
         report = grade_notebook(mine / LESSON1, json_out=out, keep=True)
     finally:
+        in_processes = sampler.stop()
         os.environ.clear()
         os.environ.update(saved)
         shutil.rmtree(other, ignore_errors=True)
+        close_kept_launchers()
     kept = Path(next(n for n in report.notes if "scratch directory kept" in n).split(" at ", 1)[1])
     try:
         found = json.loads((kept / "found.json").read_text())
+        sweep_scratch()  # what the next command does first: --keep keeps
+        assert kept.is_dir()
     finally:
         shutil.rmtree(kept, ignore_errors=True)
     assert found == {"visible": [], "pyc": []}, found
+    assert not in_processes, f"the secrets in a process that runs or forks the student's code: {in_processes}"
     assert_zero(report)
     assert secret not in out.read_text() and secret not in str(report)
 

@@ -39,5 +39,10 @@ def test_outside_grading_the_agent_runs_as_it_is_and_while_grading_on_the_answer
     monkeypatch.setattr(references, "REFERENCES", {})
     assert on_reference_answers(tmp_path / "agent.py") == tmp_path / "agent.py"
     monkeypatch.setattr(references, "REFERENCES", {"ex1_steps": ("steps.py", "RIGHT = True\n")})
-    copied = on_reference_answers(tmp_path / "agent.py")
-    assert copied != tmp_path / "agent.py" and (copied.parent / "steps.py").read_text() == "RIGHT = True\n"
+    with pytest.raises(RuntimeError, match="reference workspace"):  # never beside the student's own code
+        on_reference_answers(tmp_path / "agent.py")
+    with references.reference_workspace(tmp_path, chdir=True) as workspace:  # as the judge runs such a check
+        copied = on_reference_answers("agent.py")
+        assert copied.parent.parent == workspace and (copied.parent / "steps.py").read_text() == "RIGHT = True\n"
+        assert (workspace / "agent.py").read_text() == "import steps\n"
+    assert not workspace.exists() and not [p for p in tmp_path.iterdir() if p.name != "agent.py"]

@@ -339,6 +339,30 @@ def test_a_run_scope_refuses_what_is_not_a_run():
     assert not RunScope(leader=None).members() and not RunScope().holds({os.getpid()})
 
 
+def test_where_no_holder_can_be_seen_only_a_crash_users_own_connection_is_the_runs():
+    """Root without CAP_SYS_PTRACE (a container's default) reads no other user's /proc/PID/fd: the world then tells a
+    crashed run's request by the uid the kernel recorded for the connection's client end, and only for a run marked
+    by a crash user of its own."""
+    import socket
+
+    from crashlab.world.crashes import Requester
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    client = socket.create_connection(server.getsockname())
+    try:
+        requester = Requester(client.getsockname()[1], server.getsockname()[1])
+        assert requester.owners == {os.geteuid()} and os.getpid() in requester.pids
+    finally:
+        client.close()
+        server.close()
+    assert RunScope(uid=4321).made({4321})
+    assert not RunScope(uid=4321).made({4321, 0}), "a connection some other user made too is not the run's"
+    assert not RunScope(uid=4321).made(set()) and not RunScope(uid=4321).made({1234})
+    assert not RunScope(leader=4321).made({4321}), "a run marked by its tree alone needs its holders"
+
+
 # --- the same decoy in lesson 7's compensation, which the locked agent imports ---------------------------------
 UNKEYED_UNDO = '''%%writefile undo.py
 """Compensations without a key: a crash after one, then a resume, undoes twice.{decoy_doc}"""

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 from crashlab.plumbing.tracebacks import cut_at_word
 from crashlab.grading.answer_cells import write_answer_modules
 from crashlab.grading.isolation import Deadline, Isolation
-from crashlab.grading.references import copy_on_answers, lesson_references
+from crashlab.grading.references import copy_on_answers, lesson_references, reference_workspace
 from crashlab.course.notebooks import exercise_of, grade_id, is_answer_cell, is_test_cell, nbgrader_meta, written_files
 from crashlab.grading.report import TestResult
 from crashlab.course.metadata import lesson_meta
@@ -36,7 +36,12 @@ def judge_checks(master, submission, isolation: Isolation, deadline: Deadline,
     tests = [c for c in master.cells if c.cell_type == "code" and is_test_cell(c)]
     if not tests:
         return []
-    answer_cells = write_answer_modules(submission, master, isolation.workdir)
+    try:
+        answer_cells = write_answer_modules(submission, master, isolation.workdir)
+    except OSError as exc:  # the student's folder is full (its own processes filled it): no check can run there
+        return [TestResult(grade_id(c) or "", 0.0, float(nbgrader_meta(c)["points"]),
+                           f"not run: your answers could not be written into your folder ({exc.strerror or exc})",
+                           "check") for c in tests]
     preamble = "\n".join(c.source for c in master.cells
                          if c.cell_type == "code" and JUDGE_SETUP_TAG in c.metadata.get("tags", []))
     job = {"workdir": str(isolation.workdir), "preamble": preamble,
@@ -275,7 +280,6 @@ def score_matrix_check(check: Mapping[str, Any], workdir: Path, needs=None, refe
     ``on_reference_answers`` runs the agent on ``references`` (:mod:`crashlab.grading.references`); one with
     ``fail`` (``"reserve_item"``) runs it through the failure path, every row to end cleanly undone.
     ``deadline`` (``time.monotonic()``): the submission's; the matrix stops there and scores 0, "timed out"."""
-    from crashlab.harness import MatrixOptions, crash_test
     from crashlab.engines.needs import Needs
 
     if needs is None:
@@ -284,12 +288,22 @@ def score_matrix_check(check: Mapping[str, Any], workdir: Path, needs=None, refe
 
     name, max_score = check["name"], float(check["points"])
     agent = workdir / check["agent"]
-    if not agent.is_file():
+    if not agent.is_file() or agent.is_symlink():
         return TestResult(name, 0.0, max_score, f"the notebook did not write {check['agent']}, so there is no agent "
                                                 f"to crash-test", "matrix")
     lent = references_for(check, references)
-    if lent:
-        agent = copy_on_answers(agent, lent)
+    if lent:  # in a workspace of the reference user's, as that user: see crashlab.grading.references
+        with reference_workspace(workdir) as folder:
+            return _matrix_result(check, copy_on_answers(folder / check["agent"], lent), needs, deadline, progress,
+                                  on_references=True)
+    return _matrix_result(check, agent, needs, deadline, progress, on_references=False)
+
+
+def _matrix_result(check: Mapping[str, Any], agent: Path, needs, deadline: float | None, progress: bool,
+                   on_references: bool) -> TestResult:
+    from crashlab.harness import MatrixOptions, crash_test
+
+    name, max_score = check["name"], float(check["points"])
     options = MatrixOptions.from_spec(check)
     matrix = crash_test(agent, options, progress=progress, workdir=None,  # rows in a folder of the grader's
                         extra_env=needs.env_for(check), stop_at_first_failure=True, deadline=deadline)
@@ -315,7 +329,7 @@ def score_matrix_check(check: Mapping[str, Any], workdir: Path, needs=None, refe
             runs = "" if all(words.startswith(f"{agent.name} ") for words in found) else f", and {agent.name} runs it"
             output = f"not answered yet: {'; '.join(found)}{runs}, so the crash matrix could not pass. The matrix: {output}"
     problems = matrix.problems()
-    if lent:
+    if on_references:
         problems = [without_agent_words(p) for p in problems]
     if problems:
         output += "\n" + "\n".join(f"- {p}" for p in problems)

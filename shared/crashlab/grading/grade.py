@@ -35,7 +35,6 @@ from crashlab.grading.report import GradeReport, GradingError, TestResult, witho
 from crashlab.grading.submissions import read_notebook
 from crashlab.engines.needs import Needs
 from crashlab.plumbing.progress import Ticker
-from crashlab.plumbing.scratch import make_scratch, remove_scratch
 from crashlab.course.metadata import lesson_meta
 
 # --- 1. find the master and restore its locked cells --------------------------------------------------------
@@ -153,7 +152,6 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
             ticker.said()
     # A stage silent for a few seconds says it is still going (a lesson's checks take minutes on a loaded machine).
     ticker = Ticker(say)
-    workdir = make_scratch("crashlab-grade-")
     isolation = None
     saved_env, saved_tempdir, system_tmp = dict(os.environ), tempfile.tempdir, tempfile.gettempdir()
     try:
@@ -164,8 +162,10 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
         # library's answers to this lesson.
         secret = (solutions, solutions.parent / ".git", *map(Path, answer_files(lesson)))
         say(f"grading {path.name} against {master_path.name} (lesson {lesson}), deadline {deadline:.0f} s")
-        isolation = Isolation(workdir, isolate, hide=secret, lesson=lesson)
+        isolation = Isolation(None, isolate, hide=secret, lesson=lesson)
+        workdir = isolation.workdir
         report.isolated = isolation.isolated
+        report.sealed = dict(isolation.sealed)
         report.notes += isolation.notes
         ticker.stage("running the notebook as the student" + (" (a sandbox user)" if isolation.isolated else "")
                      + ": the cells that write your files and your answer cells")
@@ -207,7 +207,8 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
         name_unanswered(report.tests, master, workdir)
         name_syntax_errors(report.tests, answer_file_syntax_errors(nb))
         folders = {str(workdir): "", str(isolation.scratch): "(the grader's scratch folder)/",
-                   str(isolation.private): "(the grader's folder)/", system_tmp: "(a temporary folder)/",
+                   str(isolation.private): "(the grader's folder)/", str(isolation.refs): "(the grader's folder)/",
+                   str(isolation.box): "(the grader's folder)/", system_tmp: "(a temporary folder)/",
                    str(repo_root()): "(the course)/"}
         for test in report.tests:
             test.output = without_grader_paths(test.output, folders)
@@ -217,11 +218,12 @@ def grade_notebook(path: str | os.PathLike, *, json_out: str | os.PathLike | Non
         os.environ.update(saved_env)
         tempfile.tempdir = saved_tempdir
         if isolation is not None:
-            isolation.close()  # every process the submission started is dead before anything is written
-        if keep:
-            report.notes.append(f"scratch directory kept at {workdir}")
-        else:
-            remove_scratch(workdir)
+            isolation.kill_everything()  # every process the submission started is dead before anything is written
+            report.notes += [said for said in isolation.limits_met() if said not in report.notes]
+            report.peak = isolation.peak()
+            if keep:
+                report.notes.append(f"scratch directory kept at {isolation.keep()}")
+            isolation.close()
     report.seconds = time.time() - started
     if json_out:
         write_results(report, Path(json_out), force=force_json)

@@ -9,9 +9,10 @@ import contextlib
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import nbformat
 
@@ -21,6 +22,10 @@ from crashlab.grading.run_notebook import CELL_MARK
 from crashlab.grading.report import GradingError
 from crashlab.plumbing.sandbox_slot import SandboxSlot
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
+
+if TYPE_CHECKING:
+    from crashlab.plumbing.sandbox import Sandbox
+    from crashlab.plumbing.sandbox_box import Limits, OwnNetwork
 
 
 def write_new_file(path: Path, text: str) -> None:
@@ -48,75 +53,137 @@ class Deadline:
 
 
 class Isolation:
-    """Where the submission's processes run, and how they all die: a sandbox user when root."""
+    """Where the submission's processes run, and how they all die: a sandbox user when root, in a box of the
+    grading's own (see :mod:`crashlab.plumbing.sandbox_box`).
 
-    def __init__(self, workdir: Path, want: bool | None, hide: tuple[Path, ...], lesson: str = ""):
+    The box is a folder of root's that no student's process can write, holding the grading's folders: ``grade``
+    (the student's folder, ``workdir``), ``rows`` (the crash matrices' rows, ``scratch``), ``private`` (the worlds'
+    ledgers, the judge's job: the grader's alone), ``lessons`` (earlier lessons' files the checks run) and
+    ``refs`` (the runs on the reference answers: see :mod:`crashlab.grading.references`). Since the box's own
+    folder is root's, a student's process cannot swap any of them for a link to somewhere else."""
+
+    def __init__(self, workdir: Path | None, want: bool | None, hide: tuple[Path, ...], lesson: str = ""):
         from crashlab.plumbing import sandbox as sandboxes
 
-        self.workdir = workdir
+        self.box = make_scratch("crashlab-box-")
+        os.chmod(self.box, 0o711)
+        self.workdir = Path(workdir) if workdir is not None else self.box / "grade"
         self.lesson = lesson
         self.notes: list[str] = []
+        self.sealed: dict[str, object] = {}
         self.lesson_files: Path | None = None
-        self.slot = None
-        self.sandbox = None
+        self.slot: SandboxSlot | None = None
+        self.sandbox: Sandbox | None = None
+        self.network: OwnNetwork | None = None
+        self.limits: Limits | None = None
+        self.mounted: list[Path] = []
         self._already_running: set[int] = set()
         # The crash matrices' rows, worlds and agent outputs: a folder of root's that agents can pass through to
         # their own row but not list, and that the sandbox's view of the machine includes.
-        self.scratch = make_scratch("crashlab-rows-")
-        os.chmod(self.scratch, 0o711)
+        self.scratch, self.private, self.refs, self.lessons = (self.box / name for name in ("rows", "private", "refs",
+                                                                                             "lessons"))
+        for folder, mode in ((self.scratch, 0o711), (self.private, 0o700), (self.refs, 0o700),
+                             (self.lessons, 0o755), *(((self.workdir, 0o700),) if workdir is None else ())):
+            folder.mkdir()
+            os.chmod(folder, mode)
         if want is None:
             want = sandboxes.can_isolate()
-        if want:
-            self.slot = SandboxSlot(workdir / "home", hide=tuple(hide), see=(workdir, self.scratch))
-            self.sandbox = self.slot.sandbox
-            if not self.slot.hidden:
-                self.notes.append("this machine allows no mount namespaces (a container without CAP_SYS_ADMIN?): "
-                                  "the student's code could read whatever the machine lets any user read, the "
-                                  "masters and the answers being graded included")
-        else:
-            sandboxes.become_subreaper()
-            self._already_running = set(sandboxes.descendants(os.getpid()))  # ours, not the submission's
-        (workdir / "home").mkdir(exist_ok=True)
-        # The submission's temporary folder, inside its own: a matrix it runs when it is killed at the deadline
-        # leaves its scratch folders there, and they go with the submission's folder.
-        (workdir / "home" / "tmp").mkdir(exist_ok=True)
-        os.chmod(workdir / "home" / "tmp", 0o1777)  # like /tmp: crash users (one group) make folders there too
-        self.private = make_scratch("crashlab-private-")  # the worlds' ledgers: ours alone
-        if self.slot is not None:
-            self.slot.leave_behind((workdir, self.scratch, self.private))  # removed at its next use if we die
         try:
-            os.chmod(self.private, 0o700)
+            if want:
+                self._seal(hide)
+            else:
+                sandboxes.become_subreaper()
+                self._already_running = set(sandboxes.descendants(os.getpid()))  # ours, not the submission's
+            (self.workdir / "home").mkdir(exist_ok=True)
+            # The submission's temporary folder, inside its own: a matrix it runs when it is killed at the deadline
+            # leaves its scratch folders there, and they go with the submission's folder.
+            (self.workdir / "home" / "tmp").mkdir(exist_ok=True)
+            os.chmod(self.workdir / "home" / "tmp", 0o1777)  # like /tmp: crash users (one group) make folders there
             if self.sandbox is not None:
-                self.sandbox.own(workdir)
-                os.chmod(workdir, 0o770)  # this submission's folder: its sandbox user and crash users (one group) only
+                self.sandbox.own(self.workdir)
+                os.chmod(self.workdir, 0o770)  # the submission's folder: its sandbox user and crash users (one group)
+                reference = sandboxes.Sandbox.from_json(self.sandbox.reference)
+                os.chown(self.refs, 0, reference.gid)
+                os.chmod(self.refs, 0o710)  # the reference user passes through; the student's users cannot
+                (self.refs / "home").mkdir()
+                reference.own(self.refs / "home")
                 probe = self.popen([sys.executable, "-c", "pass"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
                 if probe.wait(60) != 0:
                     raise GradingError(f"the sandbox user cannot run {sys.executable} (is a folder above it private, "
                                        "such as /root? `make setup` as root makes it traversable) -- or grade with "
                                        "--no-isolate")
         except BaseException:
-            self.close()  # the sandbox slot and the private folder are not left behind
+            self.close()  # the sandbox slot, the box and its mounts are not left behind
             raise
 
+    def _seal(self, hide) -> None:
+        """The sandbox user and the box's seals, each where the machine allows it (the notes say what it did not)."""
+        from crashlab.plumbing.sandbox_box import FILES_BYTES, FILES_COUNT, Limits, OwnNetwork, mount_tmpfs
+        from crashlab.plumbing.sandbox_users import CAP_SYS_PTRACE, MEMORY_LIMIT, PROCESS_LIMIT, has_capability
+
+        see = (self.workdir, self.scratch, self.lessons)
+        self.slot = SandboxSlot(self.workdir / "home", hide=tuple(hide), see=see,
+                                reference=(self.refs / "home", (self.refs, self.scratch, self.lessons)))
+        self.slot.leave_behind((self.box,))  # removed at its next use if we die
+        self.sealed["view"] = self.slot.hidden
+        self.sealed["ipc"] = self.slot.ipc
+        if not self.slot.hidden:
+            self.notes.append("this machine allows no mount namespaces (a container without CAP_SYS_ADMIN?): the "
+                              "student's code could read whatever the machine lets any user read, the masters and the "
+                              "answers being graded included, and shares the machine's /dev/shm and IPC")
+        elif not self.slot.ipc:
+            self.notes.append("this machine allows no IPC namespaces: the student's processes share System V shared "
+                              "memory and message queues with the machine's")
+        files = [(folder, mount_tmpfs(folder, FILES_BYTES, FILES_COUNT, mode)) for folder, mode in
+                 ((self.workdir, 0o700), (self.scratch, 0o711))]
+        self.mounted = [folder for folder, why in files if why is None]
+        self.sealed["files"] = f"{FILES_BYTES // 1024 ** 2} MiB and {FILES_COUNT} files" if not any(
+            why for _, why in files) else False
+        if any(why for _, why in files):
+            self.notes.append(f"no file system of its own for the student's folders ({files[0][1] or files[1][1]}): "
+                              "the files and bytes the student's processes write are not capped")
+        self.limits = Limits(f"{CGROUP_NAME}{self.slot.slot}")
+        self.sealed["limits"] = f"cgroup {self.limits.version}" if self.limits.paths else False
+        if self.limits.paths:
+            self.slot.limit(self.limits.paths)
+        else:
+            self.notes.append(f"no cgroup for the grading ({self.limits.why}): its memory and processes are capped per "
+                              f"process only ({MEMORY_LIMIT // 1024 ** 3} GiB of address space each, "
+                              f"{PROCESS_LIMIT} processes per user)")
+        if not has_capability(CAP_SYS_PTRACE):
+            self.notes.append("no CAP_SYS_PTRACE (a container's default): the world cannot see which of the student's "
+                              "processes hold a connection, so it tells a crashed run's requests by the user that made "
+                              "the connection (each crashed run has a user of its own)")
+        self.sandbox = self.slot.sandbox
+        self.network = OwnNetwork()
+        self.sealed["network"] = self.network.ok
+        if not self.network.ok:
+            self.notes.append(f"no network namespace for the grading ({self.network.why}): its processes share the "
+                              "machine's loopback, where another grading's worlds and servers are reachable")
+
     def give_lesson_files(self, lessons: list[str], solutions: Path) -> None:
-        """A lesson that runs earlier lessons' reference agents gets just those files, not the masters."""
+        """A lesson that runs earlier lessons' reference agents gets just those files, not the masters: written by
+        root into a folder of the box that no student's process has ever had (so nothing planted can be followed),
+        then handed to the sandbox user for the checks (the student's kernel is dead by now, and the student's code
+        that the checks call does not see the folder)."""
         from crashlab.course.notebooks import written_files
 
-        target = self.workdir / "home" / "lesson-files"
         for master in sorted(solutions.glob("*.ipynb")):
             nb = nbformat.read(master, as_version=4)
             lesson = lesson_of(nb)
             if lesson is not None and lesson in lessons:
-                (target / lesson).mkdir(parents=True, exist_ok=True)
+                folder = self.lessons / lesson
+                folder.mkdir(mode=0o755)
                 for name, source in written_files(nb).items():
-                    (target / lesson / name).write_text(source)
-        self.lesson_files = target
-        if self.sandbox is not None:
-            self.sandbox.own(self.workdir / "home")
+                    write_new_file(folder / name, source)
+        if self.sandbox is not None:  # the checks copy them where they run them (crashlab.lessons.kernel)
+            self.sandbox.own(self.lessons)
+        self.lesson_files = self.lessons
 
     def take_lesson_files_back(self) -> None:
         if self.lesson_files is not None:
-            remove_scratch(self.lesson_files)
+            for folder in self.lesson_files.iterdir():
+                remove_scratch(folder)
             self.lesson_files = None
 
     @property
@@ -124,20 +191,24 @@ class Isolation:
         return self.sandbox is not None
 
     def env(self, trusted: bool = True) -> dict[str, str]:
-        """The environment of a process of the grading run; only trusted ones learn the private folder."""
+        """The environment of a process of the grading run: an allow-list of the grader's (never its own tokens or
+        keys, whatever their names, even for the trusted judge, whose launcher forks agents); only trusted ones
+        learn the private folders."""
         from crashlab.plumbing import sandbox as sandboxes
 
         kept = ("CRASHLAB_ROOT", *server_binaries())  # the course, and where the engines' servers' binaries are
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CRASHLAB_") or k in kept}
+        own = {k: v for k, v in os.environ.items() if not k.startswith("CRASHLAB_") or k in kept}  # not its servers'
+        env = {**sandboxes.student_env(own, engines=student_env()), **{k: own[k] for k in kept if k in own}}
         env.update({"HOME": str(self.workdir / "home"), "JUPYTER_RUNTIME_DIR": str(self.workdir / "home" / "runtime"),
                     "MPLCONFIGDIR": str(self.workdir / "home" / "mpl"), "CRASHLAB_PRIVATE_DIR": str(self.private),
+                    "CRASHLAB_REFERENCE_DIR": str(self.refs),
                     "PYTHONDONTWRITEBYTECODE": "1", sandboxes.ENV_GRADING_LESSON: self.lesson,
                     # the judge works with the student's file rights, in folders the student's processes see
                     "TMPDIR": str(self.workdir / "home" / "tmp")})
+        env.pop(sandboxes.ENV_SANDBOX, None)
         if self.lesson_files is not None:
             env["CRASHLAB_LESSON_FILES"] = str(self.lesson_files)
         if not trusted:
-            env["TMPDIR"] = str(self.workdir / "home" / "tmp")
             env = sandboxes.student_env(env, engines=student_env())  # never the grader's own, whatever their names
         if self.sandbox is not None:
             env = self.sandbox.env(env)
@@ -163,16 +234,52 @@ class Isolation:
         else:  # everything below us that was not already running when grading began
             sandboxes.kill_descendants(keep=self._already_running)
 
+    def peak(self) -> dict[str, int]:
+        """The most the student's processes took together (processes and threads, bytes of memory), where measured."""
+        return self.limits.peak() if self.limits is not None else {}
+
+    def limits_met(self) -> list[str]:
+        """Which of the grading's limits its processes met (memory, processes, files), in words."""
+        from crashlab.plumbing.sandbox_box import FILES_BYTES, FILES_COUNT, full
+
+        said = self.limits.hit() if self.limits is not None else []
+        for folder, name in ((self.workdir, "the student's folder"), (self.scratch, "the crash rows' folder")):
+            used = full(folder) if folder in self.mounted else None
+            if used:
+                cap = f"{FILES_COUNT} files" if used == "files" else f"{FILES_BYTES // 1024 ** 2} MiB"
+                said.append(f"the submission's processes filled {name} (its limit: {cap}); what needed to write "
+                            "there after that could not")
+        return said
+
+    def keep(self) -> Path:
+        """A copy of the student's folder that outlives the grading (its own file system goes at :meth:`close`) and
+        that no later command's sweep removes: ``crashlab-kept-*`` in the temporary folder. Links are copied as
+        links, never followed."""
+        kept = Path(tempfile.mkdtemp(prefix="crashlab-kept-"))
+        subprocess.run(["cp", "-a", "--no-dereference", f"{self.workdir}/.", str(kept)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
+        return kept
+
     def close(self) -> None:
         from crashlab.plumbing import sandbox as sandboxes
+        from crashlab.plumbing.sandbox_box import unmount
 
         self.kill_everything()
+        if self.network is not None:
+            self.network.leave()
+        for folder in self.mounted:
+            unmount(folder)  # whatever is in it, at once
+        self.mounted = []
+        if self.limits is not None:
+            self.limits.remove()
         if self.slot is not None:
             self.slot.close()
         else:
             sandboxes.become_subreaper(False)
-        remove_scratch(self.private)
-        remove_scratch(self.scratch)
+        remove_scratch(self.box)
+
+
+CGROUP_NAME = "crashlab-grading-slot"
 
 
 NOT_RUN_WHILE_GRADING = "# not run while grading: no point depends on this cell (see the README, How grading works)"

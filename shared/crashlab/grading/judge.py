@@ -21,6 +21,7 @@ import os
 import sys
 import time
 import traceback
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Sequence
 
@@ -98,6 +99,38 @@ def feedback(exc: BaseException, source: str) -> str:
                        f"{type(exc).__name__}{about} (with no message)", 1500)
 
 
+def reference_feedback(exc: BaseException, source: str) -> str:
+    """Words for a failed check that ran the student's code on the reference answers: the requirement it checks,
+    and nothing that came from the run -- what the code printed, raised or stored there could hold those answers."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<check>"]
+    line = frames[-1].lineno if frames else None
+    requirement = (requirement_at(source, line) if line else None) or first_requirement(source)
+    about = f" (requirement {requirement})" if requirement else ""
+    what = "check failed" if isinstance(exc, AssertionError) else f"the check stopped ({type(exc).__name__})"
+    if getattr(exc, "__student__", None):
+        what = "your code raised an exception"
+    return (f"{what}{about}: this check runs your file with the course's answers to the other exercises, so it shows "
+            "nothing your code printed, raised or stored there; compare your code with the requirement")
+
+
+def kill_students_processes() -> None:
+    """Every process of the student's users (the subject's daemons, an agent left running), as root: nothing of the
+    student's outlives a check. Outside an isolated grading, nothing to do (the subject's group is killed)."""
+    sandbox = sandboxes.current(student=True)
+    if sandbox is not None and os.geteuid() == 0:
+        # the crash users' processes die with each crashed run (crashlab.plumbing.sandbox.crash_user): only a
+        # straggler there, while the sandbox user's are killed whatever a listing shows (a pid hopper is on none)
+        running = {uid for _, uid in sandboxes.all_processes()}
+        for uid in (sandbox.uid, *(uid for uid, _ in sandbox.crash_users if uid in running)):
+            sandboxes.kill_every_process_of(uid, sandbox.gid)
+
+
+def stop_worlds() -> None:
+    from crashlab.world.scenes import stop_worlds as stop  # the scenes' own list of the worlds a check started
+
+    stop()
+
+
 def run_code(source: str, filename: str, namespace: dict) -> None:
     """Run a cell's code as the notebook would, top-level ``await`` included."""
     code = compile(source, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
@@ -116,6 +149,14 @@ class Checks:
                  student_modules: Sequence[str] = ()):
         self.workdir, self.preamble, self.answer_cells, self.timeout = workdir, preamble, answer_cells, timeout
         self.student_modules = {*student_modules, *(str(cell["module"]) for cell in answer_cells)}
+        # Where the student's code prints while a check calls it: opened once, before any check changes this
+        # process's file rights (a check on the reference answers works with the reference user's).
+        log = workdir / ".crashlab-subject.log"
+        try:
+            log.unlink(missing_ok=True)  # whatever the student's kernel left there (a link, say): a new file of ours
+            self.log = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+        except OSError:  # a folder by that name, a full disk: what the student's code prints is not kept
+            self.log = os.open(os.devnull, os.O_WRONLY)
         self.namespace: dict = {"__name__": "__check__", "anthropic": lazy_module("anthropic")}
         # The library the checks use is imported before any finder of the student's is in place. ``anthropic``,
         # loaded on its first use inside a check, still gets the real library: the judge runs with ``-P`` (no folder
@@ -124,34 +165,50 @@ class Checks:
         self.prepared = False
 
     def run(self, check: dict) -> dict:
-        finder = StudentModules(self.workdir, self.student_modules)
-        finder.subject = subject = Subject(self.workdir, time.monotonic() + self.timeout)
-        sys.meta_path.insert(0, finder)
+        """One check. A check that runs the student's code on the reference answers (its source names
+        ``on_reference_answers``) runs in a reference workspace, as the reference user (see
+        :mod:`crashlab.grading.references`): the student's own processes are all gone first, its code called from
+        the check runs with no network, and its failure is said without quoting anything of the run."""
+        on_references = references.USES_REFERENCES in check["source"]
+        deadline = time.monotonic() + self.timeout
+        finder = StudentModules(self.workdir, self.student_modules,
+                                start=lambda: Subject(self.workdir, deadline, self.log, offline=on_references))
         started = time.monotonic()
         unbound: dict = {}
+        if on_references:
+            kill_students_processes()
+        sys.meta_path.insert(0, finder)
         try:
             if not self.prepared:
                 run_code(self.preamble, "<preamble>", self.namespace)  # the master's own given cells
                 self.prepared = True
-            # answers written as cells, not files: proxies for the names they define, each cell on its own
-            unbound = load_answer_cells(self.answer_cells, self.namespace)
-            run_code(check["source"], "<check>", self.namespace)
+            if on_references:
+                stop_worlds()  # the earlier checks' worlds, in the student's folder: stopped with the student's rights
+            with references.reference_workspace(self.workdir, chdir=True) if on_references else nullcontext():
+                try:
+                    # answers written as cells, not files: proxies for the names they define, each cell on its own
+                    unbound = load_answer_cells(self.answer_cells, self.namespace)
+                    run_code(check["source"], "<check>", self.namespace)
+                finally:
+                    if on_references:
+                        stop_worlds()  # and this check's, in the workspace, with the reference user's
             result = {"name": check["name"], "passed": True, "feedback": "passed"}
         except BaseException as exc:  # noqa: BLE001 -- any failure is a failed check, with words for why
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            words = why_undefined(exc, unbound, lambda error: feedback(error, "")) or feedback(exc, check["source"])
+            if on_references:
+                words = reference_feedback(exc, check["source"])
+            else:
+                words = why_undefined(exc, unbound, lambda error: feedback(error, "")) or feedback(exc, check["source"])
             result = {"name": check["name"], "passed": False, "feedback": words}
         finally:
             sys.meta_path.remove(finder)
             finder.forget()
-            subject.close()
+            kill_students_processes()  # a daemon one check's code left cannot act in the next check
         result["seconds"] = round(time.monotonic() - started, 2)
         return result
 
     def close(self) -> None:
-        from crashlab.world.scenes import stop_worlds
-
         stop_worlds()
         if "__loop__" in self.namespace:
             self.namespace["__loop__"].close()

@@ -42,24 +42,29 @@ class SubjectGone(CrashlabError, RuntimeError):
 class Subject:
     """The judge's end of one subject process."""
 
-    def __init__(self, workdir: Path, deadline: float):
+    def __init__(self, workdir: Path, deadline: float, log: int | None = None, offline: bool = False):
+        """``log``: where the student's code prints (a file descriptor; nowhere by default). ``offline``: in a
+        network namespace with nothing in it -- while a check runs on the reference answers, the student's own code
+        reaches none of its worlds."""
         self.workdir = workdir
         self.deadline = deadline
         self.callbacks: dict[int, Any] = {}
         self.lock = threading.RLock()
         req_read, self._req = os.pipe()
         self._rep, rep_write = os.pipe()
-        env = sandboxes.child_env({k: v for k, v in os.environ.items() if k != "CRASHLAB_PRIVATE_DIR"},
-                                  engines=student_env())
+        private = ("CRASHLAB_PRIVATE_DIR", "CRASHLAB_REFERENCE_DIR")
+        env = sandboxes.child_env({k: v for k, v in os.environ.items() if k not in private}, engines=student_env(),
+                                  student=True)
         # The earlier lessons' files that the checks run (as their masters write them; see
         # crashlab.lessons.kernel.extract_lesson_files) are not the student's: the process running the student's code
         # does not see them.
         hidden = [os.environ["CRASHLAB_LESSON_FILES"]] if os.environ.get("CRASHLAB_LESSON_FILES") else []
-        self._log = open(workdir / ".crashlab-subject.log", "ab")
+        output = log if log is not None else subprocess.DEVNULL
+        demote = sandboxes.preexec(hide_also=tuple(hidden), student=True, network=True if offline else None)
         self.process = subprocess.Popen([sys.executable, "-m", "crashlab.grading.subject", str(req_read), str(rep_write)],
                                         cwd=workdir, env=env, pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL,
-                                        stdout=self._log, stderr=self._log, start_new_session=True,
-                                        preexec_fn=die_with_parent(then=sandboxes.preexec(hide_also=tuple(hidden))))
+                                        stdout=output, stderr=output, start_new_session=True,
+                                        preexec_fn=die_with_parent(then=demote))
         os.close(req_read)
         os.close(rep_write)
         self._buffer = b""
@@ -146,7 +151,6 @@ class Subject:
         except (ProcessLookupError, PermissionError):
             pass
         self.process.wait()
-        self._log.close()
 
 
 class Remote:
@@ -226,10 +230,13 @@ class StudentModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     cells are the student's: a file planted beside them under another name (``httpx.py``, ``json.py``) is never
     proxied, so the judge's own imports always get the real library."""
 
-    def __init__(self, workdir: Path, names: frozenset[str] | set[str]):
+    def __init__(self, workdir: Path, names: frozenset[str] | set[str], start=None):
+        """``start``: makes the :class:`Subject` on the first import of a student's module (a check that imports
+        none starts no process)."""
         self.workdir = workdir
         self.names = frozenset(names)
         self.subject: Subject | None = None
+        self.start = start
         self.loaded: set[str] = set()
 
     def find_spec(self, name, path=None, target=None):
@@ -241,6 +248,8 @@ class StudentModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None
 
     def exec_module(self, module):
+        if self.subject is None and self.start is not None:
+            self.subject = self.start()
         if self.subject is None:
             raise SubjectGone("no process is running your code")
         remote = self.subject.request({"op": "import", "name": module.__name__})
@@ -248,7 +257,11 @@ class StudentModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.loaded.add(module.__name__)
 
     def forget(self) -> None:
-        """Drop the proxies from ``sys.modules``: the next check imports the student's modules afresh."""
+        """Drop the proxies from ``sys.modules``: the next check imports the student's modules afresh. The subject
+        process, if one was started, ends."""
         for name in self.loaded:
             sys.modules.pop(name, None)
         self.loaded.clear()
+        if self.subject is not None:
+            self.subject.close()
+            self.subject = None

@@ -7,7 +7,13 @@ workflow run a copy of the student's files with the earlier exercise's file repl
 
 The master's answers reach only the trusted judge (in its job, a file in the grader's own folder) and the
 grader; the copy is made after the earlier exercise has been judged, so the student's code of that exercise
-never runs beside it.
+never runs beside it. And never in the student's folder: a check or a matrix that runs on the reference answers does
+so in a *reference workspace* (:func:`reference_workspace`), a copy of the student's files in a folder of the
+grading's box that only the grading's reference user can enter, and everything it starts runs as that user
+(:func:`crashlab.plumbing.sandbox.reference_runs`). A run that holds the master's answers can print them, store them
+or copy them over the student's own files: as a user of its own, in a view of the machine that holds neither the
+student's folder nor anything the student's processes read, none of that reaches them, and the judge quotes
+nothing of such a check's words (see :mod:`crashlab.grading.judge`).
 Outside grading -- the learner's own kernel, a master executed by its author -- there are no references and
 the agent runs as it is.
 
@@ -21,6 +27,7 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from crashlab.plumbing import sandbox as sandboxes
@@ -57,23 +64,82 @@ def lesson_references(master) -> dict[str, tuple[str | None, str]]:
     return master_answers(master, lesson_meta(master).get("reference_answers", []))
 
 
-def copy_on_answers(agent: Path, answers: dict[str, tuple[str, str]]) -> Path:
-    """A copy of the agent's folder's Python files in a new folder beside them, with ``answers`` written
-    over them; the copied agent's path.
+USES_REFERENCES = "on_reference_answers"  # a check whose source says this runs on the reference answers
 
-    The grader may call this as root in a folder the student's code wrote: the new folder gets a random name
-    made exclusively (nothing planted can be followed into), and a file is copied only when it is a regular
-    file opened without following a symlink."""
-    agent = Path(agent).resolve()
-    folder = Path(tempfile.mkdtemp(prefix=f".on-reference-{agent.stem}-", dir=agent.parent))
-    for source in agent.parent.glob("*.py"):
+
+def _copy_python_files(source: Path, target: Path) -> None:
+    """The top-level ``.py`` files of ``source`` into ``target``: each a regular file opened without following a
+    link (root reads a folder the student's code wrote), at most 4 MB."""
+    for path in source.glob("*.py"):
         try:
-            fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
             continue  # a symlink, or gone
         with os.fdopen(fd, "rb") as f:
             if stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                (folder / source.name).write_bytes(f.read(1 << 22))
+                (target / path.name).write_bytes(f.read(1 << 22))
+
+
+@contextmanager
+def reference_workspace(workdir: Path, chdir: bool = False):
+    """A folder for runs on the reference answers, with a copy of the student's ``.py`` files from ``workdir``, and
+    every process started meanwhile run as the reference user (see the module's docstring); yields its path, and
+    removes it at the end, once those processes are dead. ``chdir``: the process works there meanwhile, with the
+    reference user's file rights (the judge: a check's relative paths, its worlds' folders, land in the workspace,
+    not in the student's folder). Outside an isolated grading it is a scratch folder of the grader's, and the runs
+    are the grader's own."""
+    from crashlab.plumbing.sandbox_users import fs_ids, own_tree, set_fs_ids
+    from crashlab.plumbing.scratch import make_scratch, remove_scratch
+
+    student = sandboxes.current(student=True)
+    reference = sandboxes.Sandbox.from_json(student.reference) if student and student.reference else None
+    root = os.geteuid() == 0 and reference is not None
+    within = os.environ.get("CRASHLAB_REFERENCE_DIR")
+    previous = fs_ids() if root else None
+    if root:
+        set_fs_ids(0, 0)
+    folder = Path(tempfile.mkdtemp(prefix="check-", dir=within)) if within else make_scratch("crashlab-references-")
+    back, tmp = os.getcwd(), (tempfile.tempdir, os.environ.get("TMPDIR"))
+    try:
+        _copy_python_files(Path(workdir), folder)
+        if chdir:  # the check's own scratch folders too: the student's temporary folder is not the reference user's
+            (folder / ".tmp").mkdir(mode=0o700)
+            tempfile.tempdir = os.environ["TMPDIR"] = str(folder / ".tmp")
+        if reference is not None and previous is not None:  # root, with a reference user
+            own_tree(folder, reference.uid, reference.gid)
+            if chdir:
+                set_fs_ids(reference.uid, reference.gid)  # what the check makes there is the reference user's
+            else:
+                set_fs_ids(*previous)
+        if chdir:
+            os.chdir(folder)
+        with sandboxes.reference_runs():
+            yield folder
+    finally:
+        if root:
+            set_fs_ids(0, 0)
+        if chdir:
+            os.chdir(back)
+            tempfile.tempdir = tmp[0]
+            if tmp[1] is None:
+                os.environ.pop("TMPDIR", None)
+            else:
+                os.environ["TMPDIR"] = tmp[1]
+        remove_scratch(folder)
+        if previous is not None:
+            set_fs_ids(*previous)
+
+
+def copy_on_answers(agent: Path, answers: dict[str, tuple[str, str]]) -> Path:
+    """A copy of the agent's folder's Python files in a new folder beside them, with ``answers`` written
+    over them; the copied agent's path.
+
+    While grading, ``agent`` is in a reference workspace (:func:`reference_workspace`), never the student's folder.
+    The new folder gets a random name made exclusively (nothing planted can be followed into), and a file is
+    copied only when it is a regular file opened without following a symlink."""
+    agent = Path(os.path.abspath(agent))
+    folder = Path(tempfile.mkdtemp(prefix=f".on-reference-{agent.stem}-", dir=agent.parent))
+    _copy_python_files(agent.parent, folder)
     for name, text in answers.values():
         if name is not None:  # a cell's names are not a file of the agent's
             (folder / name).write_text(text)
@@ -87,6 +153,8 @@ def on_reference_answers(agent: str | Path) -> Path:
     files = {gid: (name, text) for gid, (name, text) in REFERENCES.items() if name is not None}
     if not files:
         return Path(agent)
+    if not sandboxes.in_reference_runs():  # never beside the student's code (a check that names it runs in one)
+        raise RuntimeError("on_reference_answers is for a check that runs in a reference workspace")
     return copy_on_answers(Path(agent), files)
 
 

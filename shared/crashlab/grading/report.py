@@ -39,6 +39,8 @@ class GradeReport:
     isolated: bool = False
     run_id: str = ""
     self_check: bool = False  # the learner's own check, never isolated (nothing in it is hidden from them)
+    sealed: dict = field(default_factory=dict)  # which of the box's seals held (crashlab.grading.isolation)
+    peak: dict = field(default_factory=dict)  # the most the student's processes took together (tasks, memory bytes)
 
     @property
     def score(self) -> float:
@@ -50,7 +52,8 @@ class GradeReport:
 
     def as_dict(self) -> dict:
         return {"score": self.score, "max_score": self.max_score, "output": "\n".join(self.notes),
-                "execution_time": round(self.seconds, 1), "isolated": self.isolated, "run_id": self.run_id,
+                "execution_time": round(self.seconds, 1), "isolated": self.isolated, "sealed": self.sealed,
+                "peak": self.peak, "run_id": self.run_id,
                 "notebook": self.notebook, "lesson": self.lesson, "tests": [t.as_dict() for t in self.tests]}
 
     def table(self, width: int = 100) -> str:
@@ -72,7 +75,8 @@ class GradeReport:
             lines += [" " * indent + more for more in wrapped[1:]]
         lines.append(f"{'total':<{widths[0]}}  {self.score:>{widths[1]}g}  {self.max_score:>{widths[2]}g}")
         if self.isolated:
-            isolated = "yes"
+            missing = [name for name, held in self.sealed.items() if not held]
+            isolated = "yes" + (f" (without its own {', '.join(missing)}: see the notes)" if missing else "")
         elif self.self_check:
             isolated = "no (a self-check runs your code as you)"
         elif os.geteuid() == 0:

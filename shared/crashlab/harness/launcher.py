@@ -11,8 +11,14 @@ how it starts:
   from an earlier run. A start costs about 0.05 s.
 
 Both give the same crash matrix (the test suite checks it on real agents); ``warm`` makes whole matrices fast
-enough to run inside a lesson. The launcher's protocol is JSON lines over two pipes, single-threaded, so forking
+enough to run inside a lesson. The launcher's protocol is framed JSON over two pipes, single-threaded, so forking
 is safe; the launcher's own process is :mod:`crashlab.harness.launcher_process`.
+
+Every agent inherits the launcher's memory, so nothing secret may ever be in it: the launcher starts with an
+allow-listed environment (:func:`crashlab.plumbing.sandbox.launcher_env`, never the grader's own, whose strings
+would stay on its stack whatever it sets afterwards), and each request's payload -- the child's environment, which
+for a world holds its admin token and for a learner's agent their API key -- is read into memory that the launcher
+unmaps as soon as it has forked: only the child it was meant for parses it.
 """
 
 from __future__ import annotations
@@ -140,11 +146,14 @@ class WarmLauncher:
         if fork:
             self._process = _ForkedLauncher(req_read, rep_write, self._log.fileno(), self.preload)
         else:
+            from crashlab.engines.registry import student_env
+            from crashlab.plumbing.sandbox import launcher_env
+
             self._process = subprocess.Popen(
                 [sys.executable, "-P", "-m", "crashlab.harness.launcher", str(req_read), str(rep_write),
                  *self.preload],
                 pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
-                start_new_session=True)
+                start_new_session=True, env=launcher_env(dict(os.environ), engines=student_env()))
         for fd in (req_read, rep_write):  # the launcher's ends
             os.close(fd)
         self._lock, self._cond = threading.Lock(), threading.Condition()
@@ -199,10 +208,16 @@ class WarmLauncher:
 
         from crashlab.plumbing.sandbox import current
 
+        from crashlab.plumbing.sandbox_box import netns_id, thread_netns_path
+        from crashlab.plumbing.sandbox_users import fs_ids
+
         sandbox = current() if os.geteuid() == 0 and not module else None  # the child drops to it after the fork
-        reply = self._request({"argv": [str(a) for a in argv], "cwd": str(cwd), "env": env, "stdout": str(stdout),
-                               "stderr": str(stderr), "sandbox": sandbox and asdict(sandbox), "cgroup": cgroup,
-                               "module": module}, 30)
+        # Born in the network namespace of the thread that asks (a grading's box), and opening its output files with
+        # that thread's file rights (a judge works with the student's: see crashlab.grading.judge).
+        where = {"netns": thread_netns_path(), "netns_id": netns_id(), "fs_ids": fs_ids(), "module": module}
+        payload = {"argv": [str(a) for a in argv], "cwd": str(cwd), "env": env, "stdout": str(stdout),
+                   "stderr": str(stderr), "sandbox": sandbox and asdict(sandbox), "cgroup": cgroup}
+        reply = self._request(where, 30, payload)
         if reply is None or "pid" not in reply:
             raise LauncherError(f"the warm launcher did not start the agent ({(reply or {}).get('error', 'no answer')})")
         return WarmProcess(self, reply["pid"], Path(stdout), Path(stderr))
@@ -220,11 +235,19 @@ class WarmLauncher:
                                 f"({(reply or {}).get('error') or self._last_words() or 'no answer'})")
         self.preload = (*self.preload, *missing)
 
-    def _request(self, message: dict, timeout: float) -> dict | None:
-        """Send one request and wait for its reply (None if none came in ``timeout`` seconds)."""
+    def _request(self, message: dict, timeout: float, payload: dict | None = None) -> dict | None:
+        """Send one request and wait for its reply (None if none came in ``timeout`` seconds). ``payload``: what only
+        the forked child reads (see the module's docstring); the header says how long it is. Each part is framed by
+        its length, so the launcher never reads a payload's bytes into memory it keeps."""
+        from crashlab.harness.launcher_process import frame
+
         request_id = f"r{time.monotonic_ns()}-{threading.get_ident()}"
+        body = json.dumps(payload).encode() if payload is not None else b""
+        data = frame(json.dumps({"id": request_id, **message, "payload": len(body)}).encode()) + body
         with self._lock:
-            os.write(self._req_write, (json.dumps({"id": request_id, **message}) + "\n").encode())
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._req_write, view):]
         return self._await(lambda: self._replies.pop(request_id, None), timeout)
 
     def _wait_exit(self, pid: int, timeout: float | None) -> int:

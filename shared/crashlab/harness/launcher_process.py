@@ -10,6 +10,7 @@ it waited, and a lesson's kernel or a test run keeps several. The harness's side
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import runpy
 import select
@@ -17,11 +18,79 @@ import signal
 import sys
 import threading
 
+HEADER = 8  # hex digits of a frame's length
 
-def _run_child(request: dict) -> None:
+
+def frame(data: bytes) -> bytes:
+    """``data`` preceded by its length, as the launcher reads a request's header."""
+    return f"{len(data):0{HEADER}x}".encode() + data
+
+
+def _read_exact(fd: int, size: int) -> bytes:
+    """``size`` bytes of the request pipe (b"" at its end): only ever a header, which holds no secret."""
+    data = b""
+    while len(data) < size:
+        chunk = os.read(fd, size - len(data))
+        if not chunk:
+            return b""
+        data += chunk
+    return data
+
+
+def _read_payload(fd: int, size: int) -> mmap.mmap:
+    """A request's payload, read straight into a mapping of its own: the launcher unmaps it once it has forked,
+    so no later child inherits it (a Python ``bytes`` would leave its copy in freed memory)."""
+    region = mmap.mmap(-1, max(size, 1))
+    view = memoryview(region)
+    try:
+        done = 0
+        while done < size:
+            count = os.readv(fd, [view[done:size]])
+            if not count:
+                raise EOFError("the request pipe closed in the middle of a request")
+            done += count
+    finally:
+        view.release()
+    return region
+
+
+def _enter_netns(fd: int | None) -> None:
+    """Join the network namespace ``fd`` names (the asking thread's, a grading's box): before anything else."""
+    if fd is not None:
+        import ctypes
+
+        from crashlab.plumbing.sandbox_box import CLONE_NEWNET
+
+        if ctypes.CDLL(None, use_errno=True).setns(fd, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "could not join the network namespace of the process that asked")
+        os.close(fd)
+
+
+def _open_outputs(request: dict) -> None:
+    """stdout and stderr to the request's files, never through a planted link. The library's own module (a world's
+    server) opens them with the file rights of the thread that asked, then takes root's back for its ledgers."""
+    from crashlab.plumbing.sandbox_users import set_fs_ids
+
+    module = request.get("module")
+    previous = set_fs_ids(*request["fs_ids"]) if module and os.geteuid() == 0 and request.get("fs_ids") else None
+    try:
+        for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+            keep = os.O_APPEND if fd == 2 and module else os.O_TRUNC
+            target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | keep, 0o644)
+            os.dup2(target, fd)
+            os.close(target)
+    finally:
+        if previous is not None:
+            set_fs_ids(*previous)
+
+
+def _run_child(header: dict, payload: mmap.mmap, netns: int | None) -> None:
     """In the forked child: become the agent process, run the file as __main__, exit. Never returns."""
     code = 1
     try:
+        request = {**header, **json.loads(payload[:header["payload"]] or b"{}")}
+        payload.close()
+        _enter_netns(netns)
         os.setsid()  # a session and process group of its own
         from crashlab.plumbing.sandbox import Sandbox, apply_limits
 
@@ -31,18 +100,14 @@ def _run_child(request: dict) -> None:
             join_cgroup(request["cgroup"])
 
         if request.get("sandbox"):
-            Sandbox(**request["sandbox"]).demote()  # never run a student's agent as root
+            Sandbox.from_json(request["sandbox"]).demote()  # never run a student's agent as root
         elif not request.get("module"):
             apply_limits()
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
-        for fd, path in ((1, request["stdout"]), (2, request["stderr"])):  # never through a planted link
-            keep = os.O_APPEND if fd == 2 and request.get("module") else os.O_TRUNC
-            target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | keep, 0o644)
-            os.dup2(target, fd)
-            os.close(target)
+        _open_outputs(request)
         import io
 
         sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
@@ -97,8 +162,8 @@ def serve(req_fd: int, rep_fd: int, preload: list[str]) -> None:
         return
     children: set[int] = set()
     unsafe = None  # why forking this process is no longer safe (an import started a thread)
-    buffer = b""
     wake = _wake_on_child_exit()
+    own_netns = os.stat("/proc/self/ns/net").st_ino
     while True:
         # A child's exit writes to ``wake`` (even one that comes between the reaping below and this call); the
         # timeout is only a backstop.
@@ -106,29 +171,36 @@ def serve(req_fd: int, rep_fd: int, preload: list[str]) -> None:
         if wake in readable:
             _drain(wake)
         if req_fd in readable:
-            data = os.read(req_fd, 1 << 16)
-            if not data:
+            size = _read_exact(req_fd, HEADER)
+            header = json.loads(_read_exact(req_fd, int(size, 16))) if size else None
+            if not header:
                 break
-            buffer += data
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                request = json.loads(line)
-                if "import" in request:
-                    error = _import_more(request["import"])
+            payload = _read_payload(req_fd, int(header.get("payload") or 0))
+            try:
+                if "import" in header:
+                    error = _import_more(header["import"])
                     unsafe = unsafe or (error if threading.active_count() > 1 else None)
-                    send({"id": request["id"], "ok": error is None, "error": error})
+                    send({"id": header["id"], "ok": error is None, "error": error})
                     continue
                 if unsafe:
-                    send({"id": request["id"], "error": unsafe})
+                    send({"id": header["id"], "error": unsafe})
+                    continue
+                netns = _netns_of(header, own_netns)
+                if netns == -1:
+                    send({"id": header["id"], "error": "cannot join the network namespace of the process that asked"})
                     continue
                 pid = os.fork()
                 if pid == 0:
                     _forget_wakeup(wake)
                     os.close(req_fd)
                     os.close(rep_fd)
-                    _run_child(request)
-                children.add(pid)
-                send({"id": request["id"], "pid": pid})
+                    _run_child(header, payload, netns)
+                if netns is not None:
+                    os.close(netns)
+            finally:
+                payload.close()  # unmapped: no later child inherits it
+            children.add(pid)
+            send({"id": header["id"], "pid": pid})
         while children:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -140,6 +212,17 @@ def serve(req_fd: int, rep_fd: int, preload: list[str]) -> None:
             send({"exited": pid, "code": os.waitstatus_to_exitcode(status)})
     for pid in children:  # the harness went away: take the children, and their process groups, with us
         _kill_group(pid)
+
+
+def _netns_of(header: dict, own: int) -> int | None:
+    """A descriptor of the asking thread's network namespace when it is not the launcher's own, opened while that
+    thread waits for the reply (so it is the namespace it asked from); None when it is the same."""
+    if not header.get("netns") or header.get("netns_id") in (None, own):
+        return None
+    try:
+        return os.open(header["netns"], os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return -1  # never started in another namespace than the one it was asked from
 
 
 def _import_more(names: list[str]) -> str | None:

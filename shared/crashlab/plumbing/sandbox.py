@@ -19,21 +19,21 @@ harness knows to demote the agents it starts.
 from __future__ import annotations
 
 import contextvars
-import ctypes
 import json
 import os
-import resource
-import subprocess
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Iterable
 
 # Re-exported: the grader reaches the process tree through the sandbox when it has no sandbox user.
-from crashlab.errors import CrashlabError
 from crashlab.plumbing.process_tree import all_processes, become_subreaper, descendants, kill_descendants  # noqa: F401
+from crashlab.plumbing.sandbox_box import join_cgroups
+from crashlab.plumbing.sandbox_users import (MEMORY_LIMIT, PROCESS_LIMIT, SandboxError, apply_limits,  # noqa: F401
+                                             hand_back, kill_every_process_of, no_new_privileges, own_tree,
+                                             set_fs_ids, share_with_group)
 from crashlab.plumbing.sandbox_view import enter_view, hide_only
 
 ENV_SANDBOX = "CRASHLAB_SANDBOX"
@@ -42,12 +42,6 @@ SLOTS = 8
 CRASH_USERS = 4                   # users of a slot's own for crashed runs (one per crash-matrix row at a time)
 SLOT_DIR = Path("/run/crashlab-sandbox")
 VIEW_ROOT = SLOT_DIR / "view"     # where each sandboxed process builds its own view (see crashlab.plumbing.sandbox_view)
-MEMORY_LIMIT = 6 * 1024 ** 3      # bytes of address space per process
-PROCESS_LIMIT = 768               # processes and threads of the sandbox user, all together
-
-
-class SandboxError(CrashlabError, RuntimeError):
-    pass
 
 
 # What a student's process may inherit, by name: what the lesson's code needs to run (where Python and its
@@ -78,6 +72,14 @@ def grading() -> bool:
     return bool(os.environ.get(ENV_GRADING_LESSON)) or os.environ.get(ENV_SANDBOX) is not None
 
 
+def launcher_env(env: dict[str, str], *, engines: Iterable[str]) -> dict[str, str]:
+    """The environment a warm launcher starts with: :func:`student_env` of ``env`` (``engines``: the engines'
+    names), whoever asks. Every agent it forks inherits its memory -- its stack, where the environment it was
+    started with stays whatever it sets afterwards -- so it never holds the grader's own variables; each child is
+    given its own environment."""
+    return {k: v for k, v in student_env(env, engines=engines).items() if k not in (ENV_SANDBOX, ENV_GRADING_LESSON)}
+
+
 @dataclass(frozen=True)
 class Sandbox:
     uid: int
@@ -87,15 +89,30 @@ class Sandbox:
     hide: tuple = ()  # what the student must not read: the masters' folder, the answers being graded
     crash_users: tuple = ()  # (uid, name) pairs: see :func:`crash_user`
     see: tuple = ()  # the grading run's folders: with the runtime, all a sandboxed process sees of the machine
+    cgroups: tuple = ()  # the grading's memory and pids cgroups (crashlab.plumbing.sandbox_box.Limits)
+    ipc: bool = False  # an IPC namespace and a /dev/shm of its own for each process tree (where the machine allows)
+    network: bool = False  # a network namespace with nothing in it: a process that must reach no server
+    reference: dict | None = None  # the sandbox of the runs on the reference answers (see reference_runs)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Sandbox":
+        data = {k: v for k, v in data.items() if k in {f.name for f in fields(cls)}}
+        for name in ("hide", "see", "cgroups"):
+            data[name] = tuple(data.get(name, ()))
+        data["crash_users"] = tuple(tuple(pair) for pair in data.get("crash_users", ()))
+        return cls(**data)
 
     # --- what a child process needs --------------------------------------------------------------
     def demote(self) -> None:
         """For ``preexec_fn`` (or a forked child): become the sandbox user, with the caps applied.
         Runs in the child between fork and exec; raises if any step fails, so nothing runs as root."""
+        set_fs_ids(0, 0)  # a judge works with the student's file rights (setfsuid): these steps need root's
+        join_cgroups(self.cgroups)  # as root, before anything of the student's runs: all it starts is born there
         if self.see:
-            enter_view(str(VIEW_ROOT), tuple(self.see), tuple(self.hide))
+            enter_view(str(VIEW_ROOT), tuple(self.see), tuple(self.hide), self.network, self.ipc)
         elif self.hide:
-            hide_only(self.hide)
+            hide_only(self.hide, self.network, self.ipc)
+        no_new_privileges()
         os.setgroups([])
         os.setgid(self.gid)
         os.setuid(self.uid)
@@ -108,16 +125,24 @@ class Sandbox:
         env = dict(base)
         env.update({"HOME": self.home, "USER": self.user, "LOGNAME": self.user,
                     ENV_SANDBOX: json.dumps(asdict(self))})
+        if self.see and env.get("TMPDIR") and not any(_within(env["TMPDIR"], folder) for folder in self.see):
+            env["TMPDIR"] = "/tmp"  # a folder it does not see (the student's, for a reference run): its own /tmp
         return env
 
+    @property
+    def uids(self) -> tuple[int, ...]:
+        """This user, its crash users, and the reference runs' users."""
+        ref = Sandbox.from_json(self.reference).uids if self.reference else ()
+        return (self.uid, *(uid for uid, _ in self.crash_users), *ref)
+
     def processes(self) -> list[int]:
-        """Every process of this user and of its crash users."""
-        uids = {self.uid, *(uid for uid, _ in self.crash_users)}
+        """Every process of this user, its crash users and the reference runs' users."""
+        uids = set(self.uids)
         return [pid for pid, uid in all_processes() if uid in uids]
 
     def kill_all(self, timeout: float = 5.0) -> int:
-        """SIGKILL every process of the sandbox user and its crash users until none is left; returns how many
-        were alive when it began.
+        """SIGKILL every process of the sandbox user, its crash users and the reference runs' users until none is
+        left; returns how many were alive when it began.
 
         Listing the processes and then killing the list loses to a process that forks and exits faster than
         the list is read (its new pid is on no list). ``kill(-1, SIGKILL)`` sent *as the user* reaches every
@@ -126,76 +151,73 @@ class Sandbox:
         becomes each user and sends it, always, and again while a listing still shows a process."""
         found = len(self.processes())
         deadline = time.monotonic() + timeout
-        uids = (self.uid, *(uid for uid, _ in self.crash_users))
-        for uid in uids:  # never skipped on an empty listing: a process that hops pids is on no list
+        for uid in self.uids:  # never skipped on an empty listing: a process that hops pids is on no list
             kill_every_process_of(uid, self.gid)
         while self.processes() and time.monotonic() < deadline:
             time.sleep(0.02)
-            for uid in uids:
+            for uid in self.uids:
                 kill_every_process_of(uid, self.gid)
         return found
 
     def own(self, path: Path) -> None:
         """Give a folder (and what is in it) to the sandbox user: its scratch space. The group (the slot's
-        own, shared only with its crash users) gets the same rights as the owner."""
-        for root, dirs, files in os.walk(path):
-            for name in [root] + [os.path.join(root, n) for n in dirs + files]:
-                os.chown(name, self.uid, self.gid, follow_symlinks=False)
-                if not os.path.islink(name):
-                    mode = os.stat(name).st_mode & 0o7777
-                    os.chmod(name, mode | ((mode & 0o700) >> 3))
+        own, shared only with its crash users) gets the same rights as the owner. Never through a link."""
+        own_tree(path, self.uid, self.gid)
 
 
-# ``kill`` is the shell's builtin: the shell's own process is the only one of the user that the signal spares.
-# A zombie (dead, not yet reaped) still counts as signalled, so the loop is bounded; the caller checks again.
-_KILL_AS_USER = 'i=0; while kill -s KILL -- -1 2>/dev/null; do i=$((i+1)); [ "$i" -ge 20 ] && exit 0; done; exit 0'
+_reference = threading.Event()  # set while the grader runs code on the reference answers (reference_runs)
 
 
-def kill_every_process_of(uid: int, gid: int) -> None:
-    """SIGKILL every process of ``uid`` at once, by becoming it (see :meth:`Sandbox.kill_all`). Root only."""
-    if uid == 0:
-        raise SandboxError("refusing to kill every process of root")
-    try:
-        subprocess.run(["/bin/sh", "-c", _KILL_AS_USER], user=uid, group=gid, extra_groups=[], env={},
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        pass  # the caller lists what is left and tries again
+def _within(path: str, folder: str) -> bool:
+    return os.path.abspath(path) == os.path.abspath(folder) or \
+        os.path.abspath(path).startswith(os.path.abspath(folder).rstrip("/") + "/")
 
 
-def apply_limits() -> None:
-    """Memory and process caps for untrusted code (also used when not isolated, minus the uid)."""
-    for limit, value in ((resource.RLIMIT_AS, MEMORY_LIMIT), (resource.RLIMIT_NPROC, PROCESS_LIMIT),
-                         (resource.RLIMIT_CORE, 0)):
-        try:
-            soft, hard = resource.getrlimit(limit)
-            cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
-            resource.setrlimit(limit, (cap, cap))
-        except (ValueError, OSError):
-            pass
-
-
-def current() -> Sandbox | None:
-    """The sandbox this process was told to put untrusted children in, if any (inside
-    :func:`crash_user`, that row's user)."""
+def current(student: bool = False) -> Sandbox | None:
+    """The sandbox this process was told to put untrusted children in, if any (inside :func:`crash_user`, that
+    row's user; inside :func:`reference_runs`, the reference runs' user, unless ``student``)."""
     row = _crash_user.get()
-    if row is not None:
+    if row is not None and not student:
         return row
     raw = os.environ.get(ENV_SANDBOX)
     if not raw:
         return None
     try:
-        data = json.loads(raw)
-        data["hide"] = tuple(data.get("hide", ()))
-        data["see"] = tuple(data.get("see", ()))
-        data["crash_users"] = tuple(tuple(pair) for pair in data.get("crash_users", ()))
-        return Sandbox(**data)
+        sandbox = Sandbox.from_json(json.loads(raw))
     except (TypeError, ValueError):
         return None
+    if _reference.is_set() and sandbox.reference and not student:
+        return Sandbox.from_json(sandbox.reference)
+    return sandbox
+
+
+def in_reference_runs() -> bool:
+    return _reference.is_set()
+
+
+@contextmanager
+def reference_runs():
+    """While the block runs, everything started for the student's code -- agents, crashed runs and their crash
+    users, the folders handed over -- runs as the grading's *reference user* (``crashlab-sbNr`` and its own crash
+    users, in a group of their own): the runs of the student's agent on the master's answers to earlier exercises.
+    Such a run holds those answers; as a user of its own it can leave nothing where the student's other processes
+    could read it or that they wrote (their folder, their files), and its view of the machine is its own folder
+    (see :mod:`crashlab.grading.references`). All of its processes are killed when the block ends. Outside
+    grading as root it changes nothing."""
+    sandbox = current(student=True)
+    _reference.set()
+    try:
+        yield current()
+    finally:
+        _reference.clear()
+        if sandbox is not None and sandbox.reference and os.geteuid() == 0:
+            Sandbox.from_json(sandbox.reference).kill_all()
 
 
 _crash_user: contextvars.ContextVar = contextvars.ContextVar("crashlab_crash_user", default=None)
 _crash_users_busy: set[int] = set()
 _crash_users_free = threading.Condition()
+_hand_back = hand_back  # crash_user's parameter of that name shadows it
 
 
 @contextmanager
@@ -234,7 +256,7 @@ def crash_user(home: str | os.PathLike | None = None, hand_back: tuple = (), wai
             if left <= 0:
                 raise SandboxError(f"all {len(parent.crash_users)} crash users stayed busy for {wait:.0f} s")
             _crash_users_free.wait(left)
-    row = replace(parent, uid=uid, user=name, home=str(home or parent.home), crash_users=())
+    row = replace(parent, uid=uid, user=name, home=str(home or parent.home), crash_users=(), reference=None)
     token = _crash_user.set(row)
     try:
         row.kill_all()  # nothing of an earlier row's
@@ -243,29 +265,10 @@ def crash_user(home: str | os.PathLike | None = None, hand_back: tuple = (), wai
         row.kill_all()
         _crash_user.reset(token)
         for folder in hand_back:
-            _hand_back(folder, row.uid, parent)
+            _hand_back(folder, row.uid, parent.uid, parent.gid)
         with _crash_users_free:
             _crash_users_busy.discard(uid)
             _crash_users_free.notify_all()
-
-
-def _hand_back(folder, uid: int, to: Sandbox) -> None:
-    """Give ``to`` every file of ``uid`` under ``folder``. Walked by directory descriptors, never
-    following a symlink, so a folder swapped for a link mid-walk cannot point root's chown elsewhere."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    previous = libc.setfsuid(0)  # the judge works with the sandbox user's file rights: root's, for this
-    try:
-        for _, _, _, dirfd in os.fwalk(folder, follow_symlinks=False):
-            for name in [".", *os.listdir(dirfd)]:
-                try:
-                    if os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_uid == uid:
-                        os.chown(name, to.uid, to.gid, dir_fd=dirfd, follow_symlinks=False)
-                except OSError:
-                    pass
-    except OSError:
-        pass
-    finally:
-        libc.setfsuid(previous)
 
 
 def kill_crashed() -> None:
@@ -275,13 +278,13 @@ def kill_crashed() -> None:
         row.kill_all()
 
 
-def child_env(env: dict[str, str], *, engines: Iterable[str]) -> dict[str, str]:
+def child_env(env: dict[str, str], *, engines: Iterable[str], student: bool = False) -> dict[str, str]:
     """``env`` for a child that runs student code. While grading, what the caller merely inherited from this
     process passes only through :func:`student_env` (with ``engines``, the engines' names); what the caller set
     itself (a lesson's ``DURABILITY=sync`` for one run) is kept, since a trusted caller chose it. When there is a
-    sandbox user, its home and name are set. Outside grading (a learner running their own agents) it is the
-    learner's own environment, untouched."""
-    sandbox = current()
+    sandbox user, its home and name are set (``student``: the student's own, even inside :func:`reference_runs`).
+    Outside grading (a learner running their own agents) it is the learner's own environment, untouched."""
+    sandbox = current(student)
     if sandbox is None and not grading():
         return env
     inherited = os.environ
@@ -290,39 +293,32 @@ def child_env(env: dict[str, str], *, engines: Iterable[str]) -> dict[str, str]:
     return sandbox.env(kept) if sandbox is not None else kept
 
 
-def preexec(hide_also: tuple = ()):
+def preexec(hide_also: tuple = (), student: bool = False, network: bool | None = None):
     """The ``preexec_fn`` for a child that runs student code: become the sandbox user when we are root
     and there is one; otherwise just apply the caps. ``hide_also``: more folders or files this child must not
-    see (they must exist when it starts)."""
-    sandbox = current()
+    see (they must exist when it starts). ``student``: the student's own user even inside :func:`reference_runs`;
+    ``network``: True for a network namespace with nothing in it (None: the sandbox's own choice)."""
+    sandbox = current(student)
     if sandbox is None or os.geteuid() != 0:
         return apply_limits
     if hide_also:
         sandbox = replace(sandbox, hide=(*sandbox.hide, *(str(p) for p in hide_also)))
+    if network is not None:
+        sandbox = replace(sandbox, network=network)
     return sandbox.demote
 
 
 def give(path: Path) -> None:
     """Hand a folder to the sandbox user (when root and grading), so student code can use it. A process
-    that already works with the sandbox user's file rights (the judge) owns what it makes: nothing to do."""
+    that works with the sandbox user's file rights (the judge) owns what it makes: it shares it with the group."""
+    from crashlab.plumbing.sandbox_users import fs_ids
+
     sandbox = current()
     if sandbox is not None and os.geteuid() == 0:
-        try:
+        if fs_ids()[0] == 0:
             sandbox.own(path)
-        except PermissionError:  # we work with the sandbox user's file rights (setfsuid): share by group
+        else:  # we work with the sandbox user's file rights (setfsuid): share by group
             share_with_group(path)
-
-
-def share_with_group(path: Path) -> None:
-    """What this process owns under ``path``, made usable by its group (the run's crash users)."""
-    for root, dirs, files in os.walk(path):
-        for name, mode in [(root, 0o2770)] + [(os.path.join(root, d), 0o2770) for d in dirs] \
-                + [(os.path.join(root, f), 0o660) for f in files]:
-            try:
-                if not os.path.islink(name):
-                    os.chmod(name, mode)
-            except OSError:
-                pass
 
 
 def can_isolate() -> bool:
@@ -333,8 +329,4 @@ def set_fs_user(sandbox: Sandbox) -> None:
     """Do this process's file access with the sandbox user's rights (setfsuid), while keeping root's
     other powers (starting the world, signalling). A trusted check that writes into the student's
     folder then cannot be tricked by a symlink into writing a file the student could not write."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.setfsgid(sandbox.gid)
-    libc.setfsuid(sandbox.uid)
-    if libc.setfsuid(-1) != sandbox.uid:  # setfsuid returns the previous value: read it back
-        raise SandboxError("setfsuid failed")
+    set_fs_ids(sandbox.uid, sandbox.gid)

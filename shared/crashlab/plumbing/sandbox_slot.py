@@ -1,5 +1,6 @@
 """A sandbox user for one grading run at a time: eight slots, each a file lock and a system user of its own
-(with crash users for the crash matrices' rows), made on first use."""
+(with crash users for the crash matrices' rows, and a reference user with crash users of its own for the runs on
+the master's answers), made on first use."""
 
 from __future__ import annotations
 
@@ -9,19 +10,24 @@ import os
 import pwd
 import subprocess
 import time
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from crashlab.plumbing.sandbox import CRASH_USERS, SLOT_DIR, SLOTS, VIEW_ROOT, Sandbox, SandboxError, can_isolate
-from crashlab.plumbing.sandbox_view import can_hide
+from crashlab.plumbing.sandbox_view import CLONE_NEWIPC, CLONE_NEWNS, can_hide
 
 
 class SandboxSlot:
     """Hold one sandbox user for a grading run (a file lock per slot), creating the user on demand."""
 
-    def __init__(self, home: Path, hide: tuple = (), wait: float = 120.0, see: tuple = ()):
+    def __init__(self, home: Path, hide: tuple = (), wait: float = 120.0, see: tuple = (),
+                 reference: tuple[Path, tuple] | None = None):
+        """``see``, ``hide``: see :class:`crashlab.plumbing.sandbox.Sandbox`; ``reference``: (home, see) of the
+        reference user's runs."""
         if not can_isolate():
             raise SandboxError("isolation needs root")
         self.hidden = bool(hide or see) and can_hide()
+        self.ipc = self.hidden and can_hide(CLONE_NEWNS | CLONE_NEWIPC)
         if not self.hidden:
             hide = see = ()  # the uid still protects everything but what is world-readable (the masters)
         SLOT_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -43,12 +49,18 @@ class SandboxSlot:
                     raise SandboxError(f"all {SLOTS} sandbox slots are busy")
                 time.sleep(0.5)
         user = f"crashlab-sb{self.slot}"
-        entry = _ensure_user(user)
-        crash_users = tuple((_ensure_user(f"{user}c{k}", group=user).pw_uid, f"{user}c{k}") for k in range(CRASH_USERS))
-        self.sandbox = Sandbox(entry.pw_uid, entry.pw_gid, user, str(home), tuple(str(p) for p in hide), crash_users,
-                               tuple(str(p) for p in see))
+        self.sandbox = _users(user, home, hide, see, self.ipc)
+        if reference is not None:
+            ref_home, ref_see = reference
+            ours = _users(f"{user}r", ref_home, hide, ref_see if self.hidden else (), self.ipc)
+            self.sandbox = replace(self.sandbox, reference=asdict(ours))
         self.sandbox.kill_all()  # whatever a crashed earlier run left behind
         self._remove_left_behind()
+
+    def limit(self, cgroups: tuple) -> None:
+        """Every process of the slot's users (the reference user's included) joins ``cgroups`` as it starts."""
+        reference = self.sandbox.reference and {**self.sandbox.reference, "cgroups": tuple(cgroups)}
+        self.sandbox = replace(self.sandbox, cgroups=tuple(cgroups), reference=reference)
 
     @property
     def _left_file(self) -> Path:
@@ -83,6 +95,14 @@ class SandboxSlot:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _users(user: str, home, hide, see, ipc: bool) -> Sandbox:
+    """The sandbox of ``user`` (made on first use) and its crash users (in its group)."""
+    entry = _ensure_user(user)
+    crash_users = tuple((_ensure_user(f"{user}c{k}", group=user).pw_uid, f"{user}c{k}") for k in range(CRASH_USERS))
+    return Sandbox(entry.pw_uid, entry.pw_gid, user, str(home), tuple(str(p) for p in hide), crash_users,
+                   tuple(str(p) for p in see), ipc=ipc)
 
 
 def _ensure_user(name: str, group: str | None = None) -> pwd.struct_passwd:

@@ -26,7 +26,17 @@ from pathlib import Path
 from crashlab.errors import CrashlabError
 from crashlab.plumbing import LIBRARY
 
-CLONE_NEWNS = 0x00020000
+SHM_BYTES = 256 * 1024 ** 2  # a process tree's own /dev/shm (its memory counts against the grading's too)
+SHM_FILES = 10_000           # files in it, and in the view's own root and /tmp
+FORCE_OFF = "CRASHLAB_SANDBOX_WITHOUT"  # the grader's own variable: seals to do without, as a machine that lacks them
+
+
+def forced_off(seal: str) -> bool:
+    """Whether the grader was told to do without ``seal`` (``network``, ``ipc``, ``view``, ``limits``, ``files``),
+    as a machine that does not allow it would: the tests use it to check each fallback and what the results say."""
+    return seal in {part.strip() for part in os.environ.get(FORCE_OFF, "").split(",")}
+
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET = 0x00020000, 0x08000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
 MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/dev", "/sys")
@@ -52,10 +62,29 @@ def _check(result: int, what: str) -> None:
         raise ViewError(f"{what} failed: {os.strerror(ctypes.get_errno())}")
 
 
-def _own_namespace(libc) -> None:
-    """A mount namespace of this process's own, whose mounts reach no other process."""
-    _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+def _own_namespace(libc, network: bool = False, ipc: bool = True) -> None:
+    """A mount namespace of this process's own, whose mounts reach no other process, and an IPC namespace of its
+    own: System V shared memory, semaphores and message queues made by this process and its children are seen by
+    nobody else and go when the last of them ends (a segment made 0666 would otherwise outlive the grading and hold
+    its memory until a reboot). ``network``: a network namespace of its own too, with nothing in it, not even a
+    loopback that is up (for a process that must reach no server at all)."""
+    flags = CLONE_NEWNS | (CLONE_NEWIPC if ipc else 0) | (CLONE_NEWNET if network else 0)
+    _check(libc.unshare(flags), "unshare(CLONE_NEWNS | CLONE_NEWIPC)")
     _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "making the mount namespace private")
+
+
+def _own_shared_memory(libc, dev: str, ipc: bool = True) -> None:
+    """An empty /dev/shm (POSIX shared memory, semaphores) and /dev/mqueue of this namespace's own, bounded in size
+    and number of files, where ``dev`` (the view's /dev, or the machine's) had the machine's: whatever the process
+    leaves there goes with it."""
+    shm = os.path.join(dev, "shm")
+    if os.path.isdir(shm) and not os.path.islink(shm):
+        _check(libc.mount(b"tmpfs", os.fsencode(shm), b"tmpfs", MS_NOSUID | MS_NODEV,
+                          f"size={SHM_BYTES},nr_inodes={SHM_FILES},mode=1777".encode()), "a /dev/shm of its own")
+    mqueue = os.path.join(dev, "mqueue")
+    if ipc and os.path.isdir(mqueue) and not os.path.islink(mqueue):
+        _check(libc.mount(b"mqueue", os.fsencode(mqueue), b"mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
+               "a /dev/mqueue of its own")
 
 
 def _covered(path: str, done: list[str]) -> bool:
@@ -74,17 +103,19 @@ def _make_dirs(root: str, path: str) -> str:
     return current
 
 
-def enter_view(root: str, see: tuple[str, ...], hide: tuple[str, ...] = ()) -> None:
+def enter_view(root: str, see: tuple[str, ...], hide: tuple[str, ...] = (), network: bool = False,
+               ipc: bool = True) -> None:
     """In this process (between fork and exec, still root): a new mount namespace whose root holds only
     ``see`` and :func:`runtime_paths`, with ``hide`` covered up. ``root`` is an empty folder to build the view
-    on (inside the new namespace a tmpfs is mounted there first, so nothing is written to it)."""
+    on (inside the new namespace a tmpfs is mounted there first, so nothing is written to it). ``network``, ``ipc``:
+    see :func:`_own_namespace`."""
     libc = _libc()
     cwd = os.getcwd()
     libc.setfsuid(0)  # a judge works with the student's file rights (setfsuid); building the view needs root's
     libc.setfsgid(0)
-    _own_namespace(libc)
-    _check(libc.mount(b"tmpfs", os.fsencode(root), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=64m,mode=0755"),
-           f"a tmpfs on {root}")
+    _own_namespace(libc, network, ipc)
+    _check(libc.mount(b"tmpfs", os.fsencode(root), b"tmpfs", MS_NOSUID | MS_NODEV,
+                      f"size=64m,nr_inodes={SHM_FILES},mode=0755".encode()), f"a tmpfs on {root}")
     done: list[str] = []
     for path in sorted({os.path.abspath(p) for p in (*runtime_paths(), *see)}):
         if not os.path.lexists(path) or _covered(path, done):
@@ -101,6 +132,7 @@ def enter_view(root: str, see: tuple[str, ...], hide: tuple[str, ...] = ()) -> N
     for name, mode in (("proc", 0o555), ("tmp", 0o1777)):
         os.makedirs(os.path.join(root, name), exist_ok=True)
         os.chmod(os.path.join(root, name), mode)
+    _own_shared_memory(libc, os.path.join(root, "dev"), ipc)
     os.chroot(root)
     os.chdir(cwd if os.path.isdir(cwd) else "/")
     cover(hide, libc)
@@ -120,21 +152,24 @@ def cover(paths, libc=None) -> None:
         _check(hidden, f"hiding {path}")
 
 
-def hide_only(paths) -> None:
+def hide_only(paths, network: bool = False, ipc: bool = True) -> None:
     """The older, weaker view for a run that names nothing to see: the whole machine, ``paths`` covered up,
-    and a /proc of the process's own user."""
+    and a /proc of the process's own user (and its own /dev/shm and IPC)."""
     libc = _libc()
-    _own_namespace(libc)
+    _own_namespace(libc, network, ipc)
+    _own_shared_memory(libc, "/dev", ipc)
     cover(paths, libc)
     libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NOEXEC | MS_NODEV, b"hidepid=2")
 
 
-def can_hide() -> bool:
-    """Whether this machine lets us make mount namespaces (a container without CAP_SYS_ADMIN does not).
-    Tried in a throwaway child, so nothing here changes."""
+def can_hide(flags: int = CLONE_NEWNS) -> bool:
+    """Whether this machine lets us make mount namespaces (a container without CAP_SYS_ADMIN does not), or the
+    namespaces ``flags`` names. Tried in a throwaway child, so nothing here changes."""
+    if forced_off("view") or (flags & CLONE_NEWIPC and forced_off("ipc")):
+        return False
     libc = _libc()  # loaded before the fork: the child only makes one call
     pid = os.fork()
     if pid == 0:
-        os._exit(0 if libc.unshare(CLONE_NEWNS) == 0 else 1)
+        os._exit(0 if libc.unshare(flags) == 0 else 1)
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status) == 0

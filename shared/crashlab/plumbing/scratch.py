@@ -30,9 +30,11 @@ from crashlab.plumbing.process_tree import start_time
 
 
 def remove_scratch(path: str | os.PathLike | None, attempts: int = 5) -> None:
-    """Remove a scratch folder and everything in it; never raises. Gone already is fine."""
+    """Remove a scratch folder and everything in it; never raises. Gone already is fine. A file system mounted
+    inside it (a grading's box, left by a grader that was killed) is detached first, whatever is in it."""
     if path is None:
         return
+    _unmount_inside(os.fspath(path))
     for attempt in range(attempts):
         try:
             shutil.rmtree(path, onerror=_writable_then_retry)
@@ -42,6 +44,23 @@ def remove_scratch(path: str | os.PathLike | None, attempts: int = 5) -> None:
         except OSError:  # something still wrote into it, or a part would not go: wait a little, try again
             time.sleep(0.05 * (attempt + 1))
     shutil.rmtree(path, ignore_errors=True)
+
+
+def _unmount_inside(path: str) -> None:
+    """Detach every mount at or below ``path`` (root only; deepest first). Never raises."""
+    if os.geteuid() != 0 or not os.path.isdir(path):
+        return
+    prefix = os.path.realpath(path).rstrip("/") + "/"
+    try:
+        with open("/proc/self/mountinfo") as mounts:
+            points = [line.split()[4].replace("\\040", " ") for line in mounts]
+    except OSError:
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for point in sorted((p for p in points if (p + "/").startswith(prefix)), key=len, reverse=True):
+        libc.umount2(os.fsencode(point), 2)  # MNT_DETACH
 
 
 def _writable_then_retry(function, path, exc_info) -> None:
@@ -121,14 +140,14 @@ def sweep_scratch(dir: str | os.PathLike | None = None) -> list[Path]:
 
 
 def _ours(uid: int) -> bool:
-    """Our uid; or, as root, one of the course's sandbox users (``crashlab-sb<N>``, ``crashlab-sb<N>c<K>``), to
-    whom an isolated grading hands its folder."""
+    """Our uid; or, as root, one of the course's sandbox users (``crashlab-sb<N>``, ``crashlab-sb<N>c<K>``, and the
+    reference users ``crashlab-sb<N>r``, ``crashlab-sb<N>rc<K>``), to whom an isolated grading hands its folders."""
     if uid == os.getuid():
         return True
     if os.getuid() != 0:
         return False
     try:
-        return re.fullmatch(r"crashlab-sb[0-9]+(?:c[0-9]+)?", pwd.getpwuid(uid).pw_name) is not None
+        return re.fullmatch(r"crashlab-sb[0-9]+r?(?:c[0-9]+)?", pwd.getpwuid(uid).pw_name) is not None
     except KeyError:
         return False
 

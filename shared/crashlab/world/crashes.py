@@ -16,7 +16,9 @@ is killed.
 Only a request for the armed order, from one of the run's own processes, meets the point: a child the run forks
 to send throwaway requests for another order (a decoy, to spend the point where it costs nothing) does not
 reach it, and neither does a process outside the run. The requester is found from outside: the processes
-holding the client end of the connection (/proc), each checked against the run's mark. "Reached" is what the
+holding the client end of the connection (/proc), each checked against the run's mark -- or, where root may not
+read other users' /proc/PID/fd (a container without CAP_SYS_PTRACE), the user that made that end, for a run with a
+crash user of its own. "Reached" is what the
 world saw, so an agent cannot fake reaching a point, and it cannot tell a run that will be killed from one that
 will not.
 """
@@ -36,17 +38,31 @@ LEADER_WAIT = 10.0  # seconds a request may wait for the harness to name a run's
 
 
 class Requester:
-    """The processes behind one request's connection, looked up once (a /proc walk) and only if needed."""
+    """The processes behind one request's connection, and the users that made its client end, looked up once
+    (a /proc walk) and only if needed."""
 
     def __init__(self, client_port: int, server_port: int):
         self.ports = (client_port, server_port)
         self._pids: set[int] | None = None
+        self._owners: set[int] = set()
+
+    def _look(self) -> set[int]:
+        if self._pids is None:
+            sockets = client_sockets(*self.ports)
+            self._owners = set(sockets.values())
+            self._pids = holders({f"socket:[{inode}]" for inode in sockets}) if sockets else set()
+        return self._pids
 
     @property
     def pids(self) -> set[int]:
-        if self._pids is None:
-            self._pids = peer_pids(*self.ports)
-        return self._pids
+        return self._look()
+
+    @property
+    def owners(self) -> set[int]:
+        """The uids the kernel recorded as the client end's owners when it was made (no unprivileged process can
+        change them, and reading them needs no privilege)."""
+        self._look()
+        return self._owners
 
 
 class CrashPlan:
@@ -113,7 +129,9 @@ class CrashPlan:
             self._lock.wait_for(lambda: self.run is None or self.run.leader is not None, LEADER_WAIT)
             if self.run is None:
                 return False
-        return self.run.holds(requester.pids)
+        # Where no holder can be seen -- root without CAP_SYS_PTRACE (a container's default) cannot read another
+        # user's /proc/PID/fd -- a run of a crash user of its own is told by the user that made the connection.
+        return self.run.holds(requester.pids) or (not requester.pids and self.run.made(requester.owners))
 
 
 class CrashSite:
@@ -128,9 +146,9 @@ class CrashSite:
         return self.plan.fire(Moment(when, self.target, self.call, **detail), self.order_id, self.requester)
 
 
-def peer_pids(client_port: int, server_port: int) -> set[int]:
-    """The processes that hold the client end of a loopback TCP connection (found through /proc)."""
-    inodes = set()
+def client_sockets(client_port: int, server_port: int) -> dict[str, int]:
+    """The client end of a loopback TCP connection: each socket's inode and the uid that owns it (/proc/net/tcp)."""
+    found = {}
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             lines = Path(table).read_text().splitlines()[1:]
@@ -141,10 +159,9 @@ def peer_pids(client_port: int, server_port: int) -> set[int]:
             try:
                 local_port = int(fields[1].rsplit(":", 1)[1], 16)
                 remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+                if local_port == client_port and remote_port == server_port:
+                    found[fields[9]] = int(fields[7])
             except (IndexError, ValueError):
                 continue
-            if local_port == client_port and remote_port == server_port:
-                inodes.add(fields[9])
-    if not inodes:
-        return set()
-    return holders({f"socket:[{inode}]" for inode in inodes})
+    return found
+

@@ -38,6 +38,7 @@ from pathlib import Path
 from crashlab.plumbing.process_tree import descendants, process_table
 from crashlab.plumbing.processes import kill_tree
 from crashlab.plumbing.sandbox import kill_every_process_of
+from crashlab.plumbing.sandbox_box import remove_cgroup_folder
 
 CGROUP_PARENT = "crashlab-runs"  # the folder of the runs' cgroups, under the cgroup v2 hierarchy's root
 
@@ -82,6 +83,12 @@ class RunScope:
         """Whether any of ``pids`` (the processes holding a request's connection) is one of the run's."""
         members = self.members()
         return any(pid in members for pid in pids)
+
+    def made(self, owners: set[int]) -> bool:
+        """Whether a connection whose holders cannot be seen (root without CAP_SYS_PTRACE reads no other user's
+        /proc/PID/fd) was made by the run: only a run with a crash user of its own is told so, by the uid the kernel
+        recorded as the socket's owner -- which a process of another user cannot take on, nor one of the run shed."""
+        return self.uid is not None and bool(owners) and owners <= {self.uid}
 
     def members(self) -> set[int]:
         """The run's live processes now."""
@@ -190,18 +197,7 @@ def remove_cgroup(path: str, timeout: float = 0.5) -> None:
     """Kill what is left in the cgroup, wait a moment until it is empty, and remove it. A killed process that
     nobody has reaped yet (an orphan of a grader that is a subreaper) keeps its cgroup busy for a while: rather
     than hold up the run, such a cgroup is left, empty, for a later :func:`make_cgroup` to remove."""
-    deadline = time.monotonic() + timeout
-    while True:
-        kill_cgroup(path)
-        try:
-            os.rmdir(path)
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                return
-            time.sleep(0.02)
+    remove_cgroup_folder(path, timeout, before=lambda: kill_cgroup(path))
 
 
 def _remove_stale(parent: str, age: float = 600.0) -> None:
