@@ -96,7 +96,7 @@ class Heartbeat:
     def where(self) -> str:
         """``, on line N: CODE``: the running cell's own line that the kernel's main thread is in now -- the outermost
         frame of a cell's code, not a helper that an earlier cell defined -- or empty (a cell that awaits)."""
-        frame, line = sys._current_frames().get(self.main), None
+        frame, line = (None if self.main is None else sys._current_frames().get(self.main)), None
         while frame is not None:
             if CELL_FILE.search(frame.f_code.co_filename):
                 line = frame.f_code.co_filename, frame.f_lineno

@@ -87,10 +87,12 @@ def forget_lesson_modules(folder: str | os.PathLike | None = None) -> list[str]:
     modification time match, which an answer written in the same second as the placeholder's import can."""
     names = lesson_modules(folder)
     for name in names:
-        module = sys.modules.pop(name, None)
+        file = getattr(sys.modules.pop(name, None), "__file__", None)
+        if not file:
+            continue
         try:
-            Path(importlib.util.cache_from_source(module.__file__)).unlink(missing_ok=True)
-        except (AttributeError, OSError, NotImplementedError, ValueError):
+            Path(importlib.util.cache_from_source(file)).unlink(missing_ok=True)
+        except (OSError, NotImplementedError, ValueError):
             pass
     if names:
         importlib.invalidate_caches()
