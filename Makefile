@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml constraints.txt
 	( $(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION) \
 	  && $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -c constraints.txt -e '.[test,lab]' ) \
 	|| $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test,lab]'
-	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (crashlab)" > /dev/null
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3" > /dev/null
 	@# The Lab learners open is for learning: no nbgrader instructor menus (grading is `crashlab grade`), no news popup.
 	( $(BIN)/jupyter server extension disable --sys-prefix $(NBGRADER_SERVER_EXTENSIONS) \
 	  && $(BIN)/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader $(LAB_ANNOUNCEMENTS) \

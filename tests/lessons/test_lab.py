@@ -55,3 +55,26 @@ def test_lab_starts_as_make_lab_starts_it_and_hides_the_instructor_menus(tmp_pat
         except subprocess.TimeoutExpired:
             lab.kill()
             lab.wait()
+
+
+def test_every_notebook_opens_clean_on_the_kernel_make_setup_installs():
+    """JupyterLab marks a notebook changed the moment it opens when the notebook's kernel display name differs from
+    the installed kernel's: a learner would be asked to save a notebook they never touched. The name `make setup`
+    gives the kernel, the name it has in this environment and every master's and student notebook's must agree."""
+    import nbformat
+
+    makefiles = [ROOT / "Makefile", ROOT / "shared" / "crashlab" / "release" / "templates" / "Makefile"]
+    made = {re.search(r'ipykernel install .*--name (\S+) --display-name "([^"]+)"', m.read_text()) for m in makefiles}
+    kernels = {m.groups() if m else None for m in made}
+    assert len(kernels) == 1 and None not in kernels, f"the course's and the release's Makefiles disagree: {kernels}"
+    [(name, display)] = kernels
+    installed = Path(sys.prefix) / "share" / "jupyter" / "kernels" / name / "kernel.json"
+    if installed.exists():
+        assert json.loads(installed.read_text())["display_name"] == display, \
+            f"{installed} is from an older `make setup`: run `python -m ipykernel install --sys-prefix --name {name} " \
+            f"--display-name \"{display}\"` (or `make clean setup`)"
+    notebooks = sorted((ROOT / "solutions").glob("*.ipynb")) + sorted((ROOT / "course").glob("*.ipynb"))
+    assert len(notebooks) >= 18
+    for path in notebooks:
+        spec = nbformat.read(path, as_version=4).metadata.get("kernelspec", {})
+        assert (spec.get("name"), spec.get("display_name")) == (name, display), (path.name, spec)
