@@ -19,7 +19,7 @@ import pytest
 from nbclient import NotebookClient
 
 from crashlab.course.notebooks import QUIET_KERNEL, grade_id, is_answer_cell, is_test_cell
-from crashlab.lessons.notebook import VISIBLE_CHECK
+from crashlab.lessons.notebook import NOT_ANSWERED_CELL, VISIBLE_CHECK
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSED = "the visible checks passed"
@@ -126,16 +126,19 @@ def test_a_demonstration_runs_once_its_exercise_passed_and_not_before(tmp_path):
              "needs_exercise(2, written='stub.py')\nprint('ran 2')",
              "def undo_key(order_id):\n    # YOUR CODE HERE\n    raise NotImplementedError()",
              "# Exercise 3: visible checks\nassert undo_key('ORD-1')",
-             "undo_key('ORD-1')"]
+             "undo_key('ORD-1')",
+             "my_answers = {}\n# YOUR CODE HERE\nraise NotImplementedError()"]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     NotebookClient(nb, timeout=60, kernel_name="python3", allow_errors=True, extra_arguments=QUIET_KERNEL,
                    resources={"metadata": {"path": str(tmp_path)}}).execute(cwd=str(tmp_path))
     said = [(o.get("ename") or o.get("text", "").strip()) for c in nb.cells for o in c.outputs]
     passed = "exercise 1: the visible checks passed (grading also runs hidden checks)"
     assert said == ["AssertionError", "FinishExerciseFirst", passed, "ran", "FinishExerciseFirst", "ran 2",
-                    "NotImplementedError", "NotImplementedError"], said
+                    "NotImplementedError", "NotImplementedError", "NotImplementedError"], said
     assert nb.cells[10].outputs[0]["traceback"] == ["exercise 3 not answered yet: `undo_key` raises NotImplementedError"]
     assert len(nb.cells[11].outputs[0]["traceback"]) > 1, "outside a check it is an ordinary traceback"
+    # an answer cell run as given (its placeholder at the top level): one line that says so, not a bare traceback
+    assert nb.cells[12].outputs[0]["traceback"] == [NOT_ANSWERED_CELL]
     assert "did not pass yet" in nb.cells[2].outputs[0]["evalue"]
     # a failed check shows its message and its line, not the frames of helpers in between
     assert nb.cells[1].outputs[0]["traceback"] == ["AssertionError: not yet",

@@ -36,6 +36,8 @@ POINTERS = [
      r"^lesson 7's sagas, the item out of stock: cleanly undone, nothing twice, at every crash point on \d+ of \d+"),
     ("09_side_by_side", "The lines under the benchmark say which way it went on this run",
      "A commit in this process against a round trip", r"^a commit to SQLite in this process \(dbos-sqlite, "),
+    ("09_side_by_side", "Read the lines above, not a number from this text", "zombies = zombie_cost(pause=40)",
+     r"^extra model calls on this run: "),
     ("09_side_by_side", "the lines under the benchmark count this run's", "What the new process ran again",
      r"^langgraph-async ran (\d+ more step|no more steps)"),
 ]
@@ -149,3 +151,17 @@ def test_lesson_1s_lines_agree_with_its_two_tables():
         twice = sum(int(cells[1]) > 0 for cells in table.values())
         assert re.search(rf"^{name}: a model call repeated at {repeats} of {len(table)} rows.*; an effect twice at "
                          rf"{twice}\b", out, re.M), out
+
+
+def test_lesson_9s_zombie_lines_agree_with_its_rows():
+    """The stall's bill: the line that names who paid extra, and the count of orders that held, read the rows above
+    them."""
+    nb = master("09_side_by_side")
+    out = printed(nb.cells[cell_with(nb, "zombies = zombie_cost(pause=40)")])
+    rows = re.findall(r"^lesson (\d\d)\s+\S+\s+model calls: \S+ clean, \S+ with the stall \((\w+) extra\); (.*)$", out, re.M)
+    assert len(rows) == 4, out
+    paid = [f"lesson {lesson} ({extra})" for lesson, extra, _ in rows if extra not in ("0", "None")]
+    said = re.search(r"^extra model calls on this run: (.*)$", out, re.M).group(1)
+    assert said == (", ".join(paid) if paid else "none: no attempt was given up on within the pause"), out
+    held = sum(outcome == "finished, each effect once" for _, _, outcome in rows)
+    assert f"orders finished with each effect once: {held} of {len(rows)}" in out, out

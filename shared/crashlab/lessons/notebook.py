@@ -26,7 +26,7 @@ from pathlib import Path
 
 from crashlab.errors import CrashlabError
 from crashlab.answers import ENV_GRADING_LESSON
-from crashlab.course.placeholder import unwritten
+from crashlab.course.placeholder import placeholder_line, unwritten
 
 from crashlab.lessons.words import CELL_FILE, VISIBLE_CHECK
 
@@ -147,6 +147,10 @@ def short_assertion(shell, etype, value, tb, tb_offset=None) -> list[str]:
                    if CELL_FILE.search(frame.f_code.co_filename)), None)  # the cell that ran, not a helper's
     check = VISIBLE_CHECK.match(linecache.getline(failed[0], 1).strip()) if failed else None
     if issubclass(etype, NotImplementedError):
+        if check is None and failed and _raised_by_placeholder(frames, failed):
+            lines = [NOT_ANSWERED_CELL]  # an answer cell run as given (exercise 3 of lesson 9 fills a dict in the open)
+            shell._showtraceback(etype, value, lines)
+            return lines
         if check is None:
             shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
             return []
@@ -164,6 +168,17 @@ def short_assertion(shell, etype, value, tb, tb_offset=None) -> list[str]:
             lines.append(f"  ({where}the cell's line {failed[1]}: {code})")
     shell._showtraceback(etype, value, lines)
     return lines
+
+
+NOT_ANSWERED_CELL = ("not answered yet: this cell still holds the exercise's placeholder (`# YOUR CODE HERE` and "
+                     "`raise NotImplementedError()`); write your answer in their place and run the cell again")
+
+
+def _raised_by_placeholder(frames, cell: tuple[str, int]) -> bool:
+    """True when the cell that ran raised at its own top level, on the line of the student notebook's placeholder."""
+    raiser = frames[-1][0].f_code
+    text = "".join(linecache.getlines(cell[0]))
+    return raiser.co_filename == cell[0] and raiser.co_name == "<module>" and placeholder_line(text) == cell[1]
 
 
 def work_in_lesson_folder(name: str) -> None:
