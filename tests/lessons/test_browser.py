@@ -38,7 +38,8 @@ ARTIFACTS = Path(os.environ.get("CRASHLAB_TEST_ARTIFACTS", ROOT / "test-artifact
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 LESSON1, LESSON5 = "01_naive_event_log.ipynb", "05_temporal.ipynb"
-KERNEL = "Python 3 (crashlab)"  # the display name `make setup` installs the course's kernel under
+# The display name `make setup` installs the course's kernel under (the notebooks carry the same: test_lab holds it).
+KERNEL = re.search(r'--display-name "([^"]+)"', (ROOT / "Makefile").read_text()).group(1)
 LAB_VIEWPORT = {"width": 1280, "height": 1000}
 FOLDER = {LESSON1: "lesson01", LESSON5: "lesson05"}  # a folder each: a kernel writes its agents and worlds there
 # Seconds before the test stops waiting for Run All: a guard against a hang, far above a Run All on 2 busy cores (each

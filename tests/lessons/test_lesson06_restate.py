@@ -91,7 +91,8 @@ def test_a_key_without_the_turn_loses_the_handler_checks():
     """The same tool asked for in two turns is two steps; a key of the invocation and the tool alone makes them one.
     The crash matrix cannot see it (the order asks for each tool once), so the handler's checks must."""
     result = judge_only(MASTER.name, "ex2_handler", KEY, NO_TURN_KEY, "ex2_handler_checks")
-    assert result.score == 0 and "expected 2 emails, got 1" in result.output, result.output
+    # run on the course's answers to the other exercises, the check names its requirement and quotes nothing of the run
+    assert result.score == 0 and "[R6] the same tool in two turns is two steps" in result.output, result.output
 
 
 @pytest.mark.parametrize("key", OTHER_RIGHT_KEYS.values(), ids=OTHER_RIGHT_KEYS.keys())
