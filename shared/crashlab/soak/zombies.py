@@ -28,10 +28,11 @@ ENGINE_LESSONS = ("03", "04", "05", "06")
 
 
 def zombie_cost(lessons: tuple[str, ...] = ENGINE_LESSONS, pause: float = 40.0, after: str = "charge_card",
-                jobs: int = 2) -> list[dict]:
+                jobs: int | None = None) -> list[dict]:
     """One row per lesson: its agent, the model calls of a clean run, of the run that met the pause, the calls beyond
     the clean run's (``extra_model_calls``), and whether the order still finished once, with no duplicate. ``pause``
-    should outlast the engines' timeouts (Restate's are 30 s and 5 s in lesson 6); ``jobs`` lessons run at once."""
+    should outlast the engines' timeouts (Restate's are 30 s and 5 s in lesson 6); ``jobs`` lessons run at once, all
+    of them unless told: each run spends its time waiting on the frozen world, not on the cores."""
     with scratch_dir("crashlab-zombies-") as folder:
         def one(lesson: str) -> dict:
             master, spec = reference_spec(lesson)
@@ -49,7 +50,7 @@ def zombie_cost(lessons: tuple[str, ...] = ENGINE_LESSONS, pause: float = 40.0, 
                     "duplicates": order.duplicates, "finished": bool(audit and audit.finished),
                     "seconds": round(result.seconds, 1)}
 
-        with ThreadPoolExecutor(max(1, jobs)) as pool:
+        with ThreadPoolExecutor(max(1, jobs or len(lessons))) as pool:
             return list(pool.map(one, lessons))
 
 
