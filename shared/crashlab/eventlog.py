@@ -15,12 +15,12 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
 from crashlab.errors import AgentError, CrashlabError, DiskFull
 from crashlab.plumbing.diskfull import disk_full, full_disk_message
+from crashlab.plumbing.flock import lock_within
 
 
 class CorruptLogError(CrashlabError, RuntimeError):
@@ -63,15 +63,8 @@ class OrderLocked(AgentError):
 def order_lock(path: Path, timeout: float = 60.0):
     """Hold an exclusive lock on ``path`` (one writer per order). Waits up to ``timeout`` seconds."""
     with open(path, "a+") as handle:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise OrderLocked(f"another process has held the lock {path} for {timeout:.0f} s") from None
-                time.sleep(0.02)
+        lock_within(handle, timeout, poll=0.02,
+                    too_long=lambda: OrderLocked(f"another process has held the lock {path} for {timeout:.0f} s"))
         try:
             yield
         finally:

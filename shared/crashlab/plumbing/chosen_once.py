@@ -9,11 +9,11 @@ the lock of a process that dies, even by SIGKILL.
 
 from __future__ import annotations
 
-import fcntl
 import os
-import time
 from pathlib import Path
 from typing import Callable
+
+from crashlab.plumbing.flock import lock_within
 
 
 def chosen_once(path: Path, choose: Callable[[], str], read: Callable[[str], object], *, timeout: float,
@@ -26,15 +26,7 @@ def chosen_once(path: Path, choose: Callable[[], str], read: Callable[[str], obj
         return found
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(path.name + ".lock"), "a") as lock:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise held_too_long(lock.name) from None
-                time.sleep(0.01)
+        lock_within(lock, timeout, poll=0.01, too_long=lambda: held_too_long(lock.name))
         found = _read(path, read)  # chosen by whoever held the lock before us
         if not found:
             text = choose()
