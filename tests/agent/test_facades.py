@@ -30,7 +30,8 @@ AGENT = [
     "release_item", "reserve_item", "resolve_awakeable", "restate_urls",
     "send_cancellation", "send_confirmation", "serve_endpoint", "state_dir", "stuck_reason", "temporal_address",
     "tool_error_message", "tool_result_message", "undo_request", "undo_steps", "undo_task", "use_quiet_runtime",
-    "validate_tool_call", "warm_up_sdk"
+    "validate_tool_call", "warm_up_sdk",
+    "retract", "screen_cursor", "show",
 ]
 LESSONS = [
     "AMOUNT", "ENGINES", "AgentError", "BASELINE", "CrashTestAgents", "MAX_TOKENS", "MODEL", "Matrix", "Needs", "ORDER_ID",

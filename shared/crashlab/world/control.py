@@ -27,6 +27,7 @@ from crashlab.world.errors import WorldError
 from crashlab.world.launch import start_server
 from crashlab.world.folder import AGENT_DIR, LEDGERS, LOG_FILE, READY_FILE, empty_world_folder, take_folder
 from crashlab.world.ledger import LedgerError
+from crashlab.world.screen_admin import ScreenAdmin
 
 KEY_LEASE = 5.0  # seconds an idempotency key stays in flight before a retry may take it over
 
@@ -37,8 +38,7 @@ def _is_seconds(arg) -> bool:
     except (TypeError, ValueError):
         return False
 
-
-class World:
+class World(ScreenAdmin):
     """A running world: one server process on 127.0.0.1 with its ledgers in ``state_dir``.
 
     ``state_dir/ledgers`` holds the world's ledgers; ``state_dir/agent`` is where agents keep their
