@@ -58,7 +58,7 @@ class ScreenAdmin:
                 return reply.json()
             except httpx.HTTPError as exc:
                 raise WorldError(f"the world at {self.url} did not show its screen ({type(exc).__name__})") from None
-        rows = ScreenLedger(self._ledgers()).rows(order_id)
+        rows = ScreenLedger(self.kept_ledgers("read its screen")).rows(order_id)
         return {"text": "".join(row["text"] for row in replay(rows)), "rows": rows}
 
     def screen_audit(self, order_id: str = ORDER_ID) -> ScreenAudit:
@@ -69,12 +69,14 @@ class ScreenAdmin:
         check_order_id(order_id)
         if self._token and not self._stopped:
             return ScreenAudit.from_json(self._admin("GET", "screen", params={"order_id": order_id}))
-        return audit_screen(self._ledgers(), order_id)
+        return audit_screen(self.kept_ledgers("audit its screen"), order_id)
 
-    def _ledgers(self) -> Path:
+    def kept_ledgers(self, what: str) -> Path:
+        """The ledger folder of a world that is not answering any more, to read; a one-line WorldError if it was a
+        scratch folder, removed when the world stopped (``what``: what the caller was to do, "audit it")."""
         if self._scratch and self._stopped:
-            raise WorldError("this world ran in a scratch folder, removed when it stopped: read its screen before "
-                             "stop(), or give World.start a folder to keep its ledgers")
+            raise WorldError(f"this world ran in a scratch folder, removed when it stopped: {what} before stop(), or "
+                             "give World.start a folder to keep its ledgers")
         return self.ledger_dir
 
 

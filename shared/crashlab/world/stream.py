@@ -19,6 +19,9 @@ nothing new for :data:`SCREEN_QUIET` seconds (an agent that shows nothing live),
 at once would make how much the user saw a race with the agent's reading; the wait makes it exact at any pace, and
 costs an agent that shows everything it reads nothing.
 
+A fault, ``cut_stream`` (``World.inject``), drops the connection after a given number of text deltas, leaving the
+agent alive: the client sees an incomplete chunked body, as when a world or a proxy dies mid-answer.
+
 Opt-in only: a request without ``"stream": true`` is answered as it always was, byte for byte. With
 ``vary_wording`` (off by default) a streamed reply is worded differently each time the same conversation is asked
 again, as a real model's is, so that a screen can show an answer the conversation never recorded.
@@ -183,6 +186,8 @@ class StreamRoutes:
         screen = ScreenLedger(self.state_dir)
         began = screen.last_seq()
         screen.deliver(body["id"], site.order_id, chunks, sum(name == "content_block_delta" for name, _ in events))
+        cut = self.server.faults.take("cut_stream", site.order_id)  # the connection drops after this many text deltas
+        cut_after = None if cut is None else int(cut or 1)
         self.send_response(200)
         for name, value in (("Content-Type", "text/event-stream; charset=utf-8"), ("Cache-Control", "no-cache"),
                             ("Transfer-Encoding", "chunked"), ("request-id", "req_" + secrets.token_hex(12))):
@@ -200,6 +205,10 @@ class StreamRoutes:
                 sent += 1
                 if data["delta"]["type"] == "text_delta":
                     shown += 1
+                    if shown == cut_after:  # the agent is left alive, its stream cut mid-answer
+                        screen.progress(body["id"], sent, cut="cut_stream fault")
+                        self.close_connection = True
+                        return
                     if self._kill_in_stream(site, MID, chunks[:shown], began, chunk=shown):
                         screen.progress(body["id"], sent, cut=f"killed after text delta {shown}")
                         return
