@@ -126,12 +126,13 @@ def _within(run: list[str], words: list[str]) -> bool:
 
 
 def _cover(run: list[str], recorded: list[str]) -> list[tuple[bool, list[str]]]:
-    """An inserted run, cut into pieces: (True, the longest piece recorded text has) or (False, words it has not),
-    neighbouring words of neither kept together."""
+    """An inserted run, cut into pieces: (True, the longest piece recorded text has -- two words at least, unless the
+    run is one word) or (False, words it has not), neighbouring words of neither kept together."""
     pieces: list[tuple[bool, list[str]]] = []
     i = 0
     while i < len(run):
-        n = next((n for n in range(len(run) - i, 0, -1) if _within(run[i:i + n], recorded)), 0)
+        n = next((n for n in range(len(run) - i, 0, -1) if _within(run[i:i + n], recorded)
+                  and (n > 1 or len(run) == 1)), 0)  # one common word ("is") inside other text is no repeat
         if n:
             pieces.append((True, run[i:i + n]))
         elif pieces and not pieces[-1][0]:
