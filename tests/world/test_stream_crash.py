@@ -10,13 +10,12 @@ pace.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from crashlab.crash_points import CrashPoint
-from crashlab.harness import run_agent
+from crashlab.harness import crash_row, run_agent
 from crashlab.harness.verdicts import judge, judge_screen
 from crashlab.world import World
 from crashlab.world.screen_ledger import ScreenLedger
@@ -59,3 +58,10 @@ def test_a_run_killed_while_the_user_watched_shows_twice_with_a_naive_relay_and_
     cut = [d["cut"] for d in ScreenLedger(crash_world.ledger_dir).deliveries(order) if d["cut"]]
     inside = CrashPoint.parse(point).chunk is not None
     assert cut == ["killed after text delta 2" if inside else "killed before message_stop"]
+
+
+def test_a_crash_matrix_row_judges_what_the_user_saw_for_an_agent_that_shows_anything(tmp_path):
+    row = crash_row(AGENT, "mid:model#4@chunk6", workdir=tmp_path, extra_env={"STREAM_RELAY": "naive"})
+    assert row.reached and row.finished and row.repeated_model_calls == 1 and row.duplicates == 0
+    # the six text deltas the user had seen when the run was killed, then the whole answer from the resume
+    assert row.problems == ['mid:model#4@chunk6: on the user\'s screen, shown twice: "Order ORD-8842 is complete: the card"']

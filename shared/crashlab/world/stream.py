@@ -42,6 +42,7 @@ from crashlab.world.crashes import CrashSite, unread_bytes
 from crashlab.world.screen_ledger import ScreenLedger
 
 STREAM_PACE = 0.05   # seconds per text delta by default: the order's final answer takes about a second
+MATRIX_PACE = 0.005  # in a crash matrix's rows, which nobody watches (the screen wait keeps the points exact)
 SCREEN_QUIET = 1.0   # seconds without a new show (the client having read all it was sent) before a kill goes ahead
 SCREEN_CAP = 10.0    # the longest a kill waits for the screen
 JSON_PIECE = 12      # characters of tool-input JSON per input_json_delta
@@ -252,5 +253,5 @@ class StreamRoutes:
         return time.monotonic() - start
 
 
-__all__ = ["JSON_PIECE", "SCREEN_CAP", "SCREEN_QUIET", "STREAM_PACE", "WORDINGS", "StreamRoutes", "StreamSettings",
+__all__ = ["JSON_PIECE", "MATRIX_PACE", "SCREEN_CAP", "SCREEN_QUIET", "STREAM_PACE", "WORDINGS", "StreamRoutes", "StreamSettings",
            "reworded", "sse", "stream_events", "text_deltas", "words"]
