@@ -37,7 +37,8 @@ WHENS: tuple[When, ...] = ("before", "after")  # every OP has these two; ``mid``
 MID: When = "mid"
 CHUNK = "@chunk"  # between a mid point's OP and its K
 MODEL = "model"  # the target of a model call; any other target is a tool of the order
-FORMS = f"before:OP or after:OP, OP = model#N (N >= 1) or a tool: {', '.join(TOOL_ORDER)}"
+FORMS = (f"before:OP or after:OP, OP = model#N (N >= 1) or a tool: {', '.join(TOOL_ORDER)}; or "
+         f"mid:model#N{CHUNK}K (K >= 1), inside a streamed answer")
 FORMS_WITH_UNDO = f"{FORMS} (with --fail, also an undo step: {', '.join(UNDO_TOOLS)})"
 # How the rule reads in a verdict, a legend or a table's key.
 ALLOWED_REPEAT = "one at after:model#N"
@@ -78,7 +79,8 @@ class CrashPoint:
         if isinstance(text, CrashPoint):
             return text
         when, colon, op = (part.strip() for part in str(text).partition(":"))
-        every = f"before:OP or after:OP, OP = model#N (N >= 1) or a tool: {', '.join(ALL_TOOLS)}"
+        every = (f"before:OP or after:OP, OP = model#N (N >= 1) or a tool: {', '.join(ALL_TOOLS)}; or "
+                 f"mid:model#N{CHUNK}K inside a streamed answer")
         if when == MID and colon:
             return cls._parse_mid(str(text), op)
         if when not in WHENS or not colon:

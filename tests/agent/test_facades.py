@@ -47,7 +47,8 @@ LESSONS = [
     "seconds_per_step", "send_confirmation", "show_figure", "show_log", "show_run", "start_agent", "state_dir",
     "step_result", "stop_worlds", "stopped_before", "temporal_activities", "terminal_summary", "throwaway_postgres", "timeline",
     "undo_steps", "use_quiet_runtime",
-    "variant", "work_in_lesson_folder", "world_service", "zombie_cost"
+    "variant", "work_in_lesson_folder", "world_service", "zombie_cost",
+    "judge_screen",
 ]
 
 
