@@ -23,17 +23,11 @@ PACE = 0.001
 
 
 @pytest.fixture(scope="module")
-def stream_world(tmp_path_factory):
+def world(tmp_path_factory):
+    """The module's one world (conftest's ``world_env`` puts its endpoints in the environment)."""
     with World.start(tmp_path_factory.mktemp("stream") / "world") as world:
         world.streaming(pace=PACE)
         yield world
-
-
-@pytest.fixture
-def agent_env(stream_world, monkeypatch):
-    for name, value in stream_world.env().items():
-        if name.startswith("CRASHLAB_"):
-            monkeypatch.setenv(name, value)
 
 
 def sdk(world: World) -> anthropic.Anthropic:
@@ -62,8 +56,8 @@ def answered(messages: list[dict], reply) -> list[dict]:
                                                      "content": '{"status": "succeeded"}'}]}]
 
 
-def test_the_sdk_reads_a_streamed_reply_with_text_and_a_tool_call_as_the_non_streamed_one(stream_world):
-    client, order = sdk(stream_world), "ORD-S1"
+def test_the_sdk_reads_a_streamed_reply_with_text_and_a_tool_call_as_the_non_streamed_one(world):
+    client, order = sdk(world), "ORD-S1"
     plain = client.messages.create(model=MODEL, max_tokens=MAX_TOKENS, tools=TOOLS, messages=task(order))
     kinds = []
     with client.messages.stream(model=MODEL, max_tokens=MAX_TOKENS, tools=TOOLS, messages=task(order)) as stream:
@@ -84,12 +78,12 @@ def test_the_sdk_reads_a_streamed_reply_with_text_and_a_tool_call_as_the_non_str
     assert len(pieces) > 2 and json.loads("".join(pieces)) == plain.content[1].input
     started = next(e for e in events if e.type == "message_start").message.id
 
-    calls = ledger_calls(stream_world, order)  # a streamed call is logged like any other, its reply's id the attempt
+    calls = ledger_calls(world, order)  # a streamed call is logged like any other, its reply's id the attempt
     assert [json.loads(c["reply"])["id"] for c in calls[1:]] == [final.id, started]
-    assert (stream_world.audit(order).model_calls, stream_world.audit(order).repeated_model_calls) == (3, 2)
+    assert (world.audit(order).model_calls, world.audit(order).repeated_model_calls) == (3, 2)
 
 
-def test_the_courses_client_streams_the_final_answer_word_by_word(stream_world, agent_env):
+def test_the_courses_client_streams_the_final_answer_word_by_word(world, world_env):
     client, order = model_client(), "ORD-S2"
     messages = task(order)
     for _ in range(3):
@@ -100,19 +94,19 @@ def test_the_courses_client_streams_the_final_answer_word_by_word(stream_world, 
         final = stream.get_final_message()
     assert final.stop_reason == "end_turn" and len(pieces) > 10
     assert "".join(pieces) == final.content[0].text == stream.get_final_text()
-    assert stream_world.audit(order).finished is False  # the model's answer alone finishes no order: no effects
+    assert world.audit(order).finished is False  # the model's answer alone finishes no order: no effects
 
 
-def test_a_reply_not_asked_as_a_stream_is_the_same_bytes_as_before(stream_world):
+def test_a_reply_not_asked_as_a_stream_is_the_same_bytes_as_before(world):
     order = "ORD-S3"
     for extra in ({}, {"stream": False}):
-        reply = httpx.post(f"{stream_world.url}/v1/messages", timeout=30,
+        reply = httpx.post(f"{world.url}/v1/messages", timeout=30,
                            json={"model": MODEL, "max_tokens": MAX_TOKENS, "tools": TOOLS, "messages": task(order),
                                  **extra})
-        logged = ledger_calls(stream_world, order)[-1]["reply"]
+        logged = ledger_calls(world, order)[-1]["reply"]
         assert reply.headers["content-type"] == "application/json"
         assert reply.content == logged.encode() and reply.headers["content-length"] == str(len(reply.content))
-    streamed = httpx.post(f"{stream_world.url}/v1/messages", timeout=30, json={
+    streamed = httpx.post(f"{world.url}/v1/messages", timeout=30, json={
         "model": MODEL, "max_tokens": MAX_TOKENS, "tools": TOOLS, "messages": task(order), "stream": True})
     assert streamed.headers["content-type"].startswith("text/event-stream")
     assert streamed.text.startswith("event: message_start\ndata: ") and streamed.text.endswith("event: message_stop\n"
@@ -120,14 +114,14 @@ def test_a_reply_not_asked_as_a_stream_is_the_same_bytes_as_before(stream_world)
 
 
 def test_a_stream_cut_mid_answer_is_one_line_for_the_agent_and_the_http_librarys_error_for_the_bare_sdk(
-        stream_world, agent_env):
+        world, world_env):
     order = "ORD-S4"
-    stream_world.inject("cut_stream", arg="2", order_id=order)
+    world.inject("cut_stream", arg="2", order_id=order)
     with pytest.raises(sdk_http_library().RemoteProtocolError):  # what the SDK lets through, mid-iteration
-        with sdk(stream_world).messages.stream(model=MODEL, max_tokens=MAX_TOKENS, tools=TOOLS,
+        with sdk(world).messages.stream(model=MODEL, max_tokens=MAX_TOKENS, tools=TOOLS,
                                                messages=task(order)) as stream:
             list(stream)
-    stream_world.inject("cut_stream", arg="2", order_id=order)
+    world.inject("cut_stream", arg="2", order_id=order)
     seen = []
     with pytest.raises(ModelCallFailed) as failed:
         with model_client().messages.stream(model=MODEL, max_tokens=MAX_TOKENS, tools=TOOLS,
@@ -142,9 +136,9 @@ def test_a_stream_cut_mid_answer_is_one_line_for_the_agent_and_the_http_librarys
     assert failed.value.__cause__ is None and failed.value.__suppress_context__
 
 
-def test_stream_settings_and_the_cut_fault_refuse_what_they_cannot_use(stream_world):
+def test_stream_settings_and_the_cut_fault_refuse_what_they_cannot_use(world):
     with pytest.raises(WorldError, match="pace must be seconds per text delta"):
-        stream_world.streaming(pace=-1)
+        world.streaming(pace=-1)
     with pytest.raises(ValueError, match="cut_stream needs arg= how many text deltas"):
-        stream_world.inject("cut_stream", arg="two")
-    assert stream_world.streaming() == {"pace": PACE, "vary_wording": False}
+        world.inject("cut_stream", arg="two")
+    assert world.streaming() == {"pace": PACE, "vary_wording": False}

@@ -25,7 +25,7 @@ FINAL = "Order {order} is complete: the card was charged $49.99, SKU-772 is rese
 
 
 @pytest.fixture(scope="module")
-def crash_world(tmp_path_factory):
+def world(tmp_path_factory):
     with World.start(tmp_path_factory.mktemp("stream-crash") / "world") as world:
         world.streaming(pace=0.002)
         yield world
@@ -38,12 +38,12 @@ def crash_world(tmp_path_factory):
     ("offset", "after:model#4", "ORD-R4", None),
 ])
 def test_a_run_killed_while_the_user_watched_shows_twice_with_a_naive_relay_and_once_with_identities(
-        crash_world, relay, point, order, twice):
+        world, relay, point, order, twice):
     env = {"STREAM_RELAY": relay}
-    crashed = run_agent(AGENT, crash_world, order, crash_at=point, extra_env=env, timeout=60)
+    crashed = run_agent(AGENT, world, order, crash_at=point, extra_env=env, timeout=60)
     assert crashed.crashed_at == point and crashed.killed, crashed.stderr
-    resumed = run_agent(AGENT, crash_world, order, extra_env=env, timeout=60)
-    audit, screen = crash_world.audit(order), crash_world.screen_audit(order)
+    resumed = run_agent(AGENT, world, order, extra_env=env, timeout=60)
+    audit, screen = world.audit(order), world.screen_audit(order)
 
     assert judge(point, audit, True, resumed, "durable") == []  # finished, no duplicate, the one allowed repeat
     assert audit.repeated_model_calls == 1
@@ -55,7 +55,7 @@ def test_a_run_killed_while_the_user_watched_shows_twice_with_a_naive_relay_and_
         assert screen.counts["shown twice"] == 1 and screen.retractions == 0
         assert problems[0].startswith(f"{point}: on the user's screen, shown twice: {twice}")
     assert screen.visible.endswith(FINAL.format(order=order))
-    cut = [d["cut"] for d in ScreenLedger(crash_world.ledger_dir).deliveries(order) if d["cut"]]
+    cut = [d["cut"] for d in ScreenLedger(world.ledger_dir).deliveries(order) if d["cut"]]
     inside = CrashPoint.parse(point).chunk is not None
     assert cut == ["killed after text delta 2" if inside else "killed before message_stop"]
 
