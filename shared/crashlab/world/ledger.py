@@ -10,6 +10,7 @@ import json
 import secrets
 import sqlite3
 import time
+import zlib
 from pathlib import Path
 
 from crashlab.errors import CrashlabError
@@ -45,7 +46,8 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
 );
 """
 # Columns added to a table after its first release; a world restarted on older ledgers adds them.
-_ADDED_COLUMNS = {"idempotency_keys": {"owner": "TEXT", "lease_until": "REAL"}}
+_ADDED_COLUMNS = {"idempotency_keys": {"owner": "TEXT", "lease_until": "REAL"},
+                  "calls": {"summary": "INTEGER NOT NULL DEFAULT 0"}}
 
 _MODEL_SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -53,12 +55,13 @@ CREATE TABLE IF NOT EXISTS calls (
     order_id      TEXT,
     messages_hash TEXT NOT NULL,
     repeat_of     INTEGER,             -- seq of the earlier call with the same messages, if any
-    request       TEXT NOT NULL,
+    request       BLOB NOT NULL,       -- the messages, zlib-compressed canonical JSON (packed_request); never read
     status        INTEGER NOT NULL,
     stop_reason   TEXT,
     reply         TEXT,
     pid           INTEGER,
-    at            REAL NOT NULL
+    at            REAL NOT NULL,
+    summary       INTEGER NOT NULL DEFAULT 0  -- 1: a backlog's summary call, never its final answer
 );
 """
 
@@ -202,6 +205,15 @@ def record_effect(conn: sqlite3.Connection, effect: dict | None, response: str, 
             conn.execute("ROLLBACK")
         raise
     return None
+
+
+def packed_request(request_json: str) -> bytes:
+    """A model call's request as the model ledger keeps it: zlib-compressed. A long agent sends its whole conversation
+    every turn, so the requests of N turns weigh O(N^2) bytes; nothing in the course reads them back (the audit reads
+    the hash, the status and the stop reason only), and a person debugging a run unpacks one with
+    ``json.loads(zlib.decompress(row["request"]))``. Compressed, a conversation whose tool results repeat themselves
+    (a backlog's receipts) costs a fraction of its size."""
+    return zlib.compress(request_json.encode(), 6)
 
 
 def canonical_json(value) -> str:
