@@ -38,7 +38,7 @@ from crashlab.agent.run import agent_main
 from crashlab.agent.tools import (TOOL_TIMEOUT, call_tool, charge_card, list_charges, list_reservations,
                                   refund_charge, release_item,
                                   reserve_item, send_cancellation, send_confirmation, validate_tool_call)
-from crashlab.backlog import SUMMARY_ASK, backlog_task, is_backlog, progress_line, task_for
+from crashlab.backlog import SUMMARY_ASK, backlog_task, backlog_turns, is_backlog, progress_line, task_for
 from crashlab.envnames import state_dir
 from crashlab.errors import (AgentError, CallFailed, MalformedToolCall, ModelCallFailed, ToolCallFailed,
                              WorldNotRunning)
@@ -61,7 +61,7 @@ if TYPE_CHECKING:  # imported on first use: an agent process loads only its own 
 __getattr__, __dir__ = lazy_exports(globals())
 
 __all__ = ["ALL_TOOL_SCHEMAS", "AMOUNT", "COMPENSATION_TOOLS", "MAX_TOKENS", "MODEL", "MODEL_TIMEOUT", "ONE_TOOL_PER_TURN",
-           "ORDER_ID", "SKU", "SUMMARY_ASK", "backlog_task", "is_backlog", "progress_line", "task_for", "TOOLS", "TOOLS_WITH_UNDO", "TOOL_TIMEOUT", "UNDO_TOOLS", "AgentError", "CallFailed",
+           "ORDER_ID", "SKU", "SUMMARY_ASK", "backlog_task", "backlog_turns", "is_backlog", "progress_line", "task_for", "TOOLS", "TOOLS_WITH_UNDO", "TOOL_TIMEOUT", "UNDO_TOOLS", "AgentError", "CallFailed",
            "MalformedToolCall", "ModelCallFailed", "ModelClient", "ToolCallFailed", "WorldNotRunning", "agent_main",
            "async_sdk_client",
            "call_tool", "charge_card", "content_to_dicts", "first_tool_use", "list_charges", "list_reservations",
