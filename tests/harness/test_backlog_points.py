@@ -47,6 +47,8 @@ def test_a_numbered_point_kills_the_run_at_the_request_it_names(long_world, poin
     assert effects_in_order(long_world, backlog) == [(step.order_id, kinds[step.tool]) for step in plan(backlog)[:committed]]
     audit = long_world.audit(backlog)
     assert audit.lost == [backlog_orders(backlog)[2]] and list(audit.stuck) == [backlog_orders(backlog)[1]]
+    left = f"1 order never started ({backlog_orders(backlog)[2]}); {backlog_orders(backlog)[1]}: charged, no reservation"
+    assert f"{point}: the order did not finish ({left}, no confirmation)" in judge(point, audit, True, None, "durable")
     resumed = run_agent(AGENT, long_world, backlog, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     audit = long_world.audit(backlog)
