@@ -1,7 +1,14 @@
 """The crash-point vocabulary, in one place: what a crash point is (``before:OP`` or ``after:OP``, OP being the
-Nth model call ``model#N`` or a tool of the order), how it is written and read, when the world meets it, which
-points a run passes through, the pairs of a double crash, a matrix row's label, and the one rule every verdict,
-table and picture applies to them. No other module writes or reads a point's text.
+Nth model call ``model#N``, a tool of the order ``TOOL`` (its first request), the Nth request for a tool ``TOOL#N``,
+or the Nth tool request of any tool ``turn#N``), how it is written and read, when the world meets it, which
+points a run passes through (:func:`default_points`; :func:`boundary_points` for a long task that starts a new run
+or compacts its conversation every few turns), the pairs of a double crash, a matrix row's label, and the one rule
+every verdict, table and picture applies to them. No other module writes or reads a point's text.
+
+Every ``#N`` counts requests of the armed run on their arrival (a retry is a request too), since the point was armed:
+``before:`` meets the Nth on its arrival, ``after:`` meets that same request once its effect or answer is committed.
+``turn#N`` is the world-observable form of "turn N" of a long agent: a point named relative to a continue-as-new or a
+compaction is a turn number, whichever tool that turn calls.
 
 The rule: at ``after:model#N`` the model's answer was computed and logged by the world, then the process died
 before it could record it. The resumed run has no record of that answer and asks again -- one repeated model
@@ -36,8 +43,9 @@ When = Literal["before", "mid", "after"]
 WHENS: tuple[When, ...] = ("before", "after")  # every OP has these two; ``mid`` only a streamed model call
 MID: When = "mid"
 CHUNK = "@chunk"  # between a mid point's OP and its K
-MODEL = "model"  # the target of a model call; any other target is a tool of the order
-FORMS = (f"before:OP or after:OP, OP = model#N (N >= 1) or a tool: {', '.join(TOOL_ORDER)}; or "
+MODEL = "model"  # the target of a model call; any other target is a tool of the order, or TURN
+TURN = "turn"    # the target of turn#N: the Nth tool request, whichever tool it is for
+FORMS = (f"before:OP or after:OP, OP = model#N, turn#N (N >= 1), a tool or TOOL#N: {', '.join(TOOL_ORDER)}; or "
          f"mid:model#N{CHUNK}K (K >= 1), inside a streamed answer")
 FORMS_WITH_UNDO = f"{FORMS} (with --fail, also an undo step: {', '.join(UNDO_TOOLS)})"
 # How the rule reads in a verdict, a legend or a table's key.
@@ -51,8 +59,9 @@ THEN = " + "             # between the two points of a double crash's label: the
 class Moment:
     """An instant at which the world may kill a run: ``when`` a request for ``target`` (:data:`MODEL` or a tool) has
     arrived (``before``) or its effect or answer is committed (``after``); ``call`` numbers that request among the
-    run's requests for the target, or is None where the armed point does not count them. ``chunk``: inside a
-    streamed answer (``mid``), how many of its text deltas have been sent."""
+    run's requests the armed point counts (:meth:`CrashPoint.counts`: the target's, or every tool's for ``turn#N``),
+    or is None where the armed point does not count them. ``chunk``: inside a streamed answer (``mid``), how many of
+    its text deltas have been sent."""
 
     when: When
     target: str
@@ -62,9 +71,10 @@ class Moment:
 
 @dataclass(frozen=True)
 class CrashPoint:
-    """``when`` is ``before`` or ``after``; ``target`` is :data:`MODEL` or a tool name; ``call`` is the Nth call of the
-    target, counted from 1 (a model call's point always names one; a tool's meets its first call). ``chunk``: for
-    ``mid`` only (a streamed model call), the text delta after which the run dies, counted from 1."""
+    """``when`` is ``before``, ``after`` or ``mid``; ``target`` is :data:`MODEL`, a tool name or :data:`TURN` (any
+    tool); ``call`` is the Nth request for the target, counted from 1 (a model call's and a turn's point always name
+    one; a tool's without one meets its first request). ``chunk``: for ``mid`` only (a streamed model call), the text
+    delta after which the run dies, counted from 1."""
 
     when: When
     target: str
@@ -79,22 +89,26 @@ class CrashPoint:
         if isinstance(text, CrashPoint):
             return text
         when, colon, op = (part.strip() for part in str(text).partition(":"))
-        every = (f"before:OP or after:OP, OP = model#N (N >= 1) or a tool: {', '.join(ALL_TOOLS)}; or "
-                 f"mid:model#N{CHUNK}K inside a streamed answer")
+        every = (f"before:OP or after:OP, OP = model#N, turn#N (N >= 1), a tool or TOOL#N: {', '.join(ALL_TOOLS)}; "
+                 f"or mid:model#N{CHUNK}K inside a streamed answer")
         if when == MID and colon:
             return cls._parse_mid(str(text), op)
         if when not in WHENS or not colon:
             raise ValueError(f"crash point {text!r} is not {every}")
-        model = re.fullmatch(rf"{MODEL}#(\d+)", op)
-        if model:
-            if int(model.group(1)) < 1:
-                raise ValueError(f"crash point {text!r}: model calls are counted from 1 (model#1 is the first)")
-            return cls(when, MODEL, int(model.group(1)))
+        numbered = re.fullmatch(r"([a-z_]+)#(\d+)", op)
+        if numbered:
+            op, call = numbered.group(1), int(numbered.group(2))
+            if call < 1:
+                raise ValueError(f"crash point {text!r}: requests are counted from 1 ({op}#1 is the first)")
+            if op in (MODEL, TURN, *ALL_TOOLS):
+                return cls(when, op, call)
+        elif op in (MODEL, TURN):
+            raise ValueError(f"crash point {text!r}: {op} needs its number, such as {cls(when, op, 1)}")
         if op not in ALL_TOOLS:
             close = difflib.get_close_matches(op, list(ALL_TOOLS), n=1)
             hint = f"did you mean {cls(when, close[0])}? " if close else ""
-            raise ValueError(f"crash point {text!r}: unknown tool {op!r}: {hint}OP is model#N or one of "
-                             f"{', '.join(ALL_TOOLS)}")
+            raise ValueError(f"crash point {text!r}: unknown tool {op!r}: {hint}OP is model#N, turn#N, or a tool "
+                             f"(TOOL or TOOL#N) of {', '.join(ALL_TOOLS)}")
         return cls(when, op)
 
     @classmethod
@@ -115,7 +129,7 @@ class CrashPoint:
 
     @property
     def op(self) -> str:
-        """The OP of the written form: ``model#N`` or the tool's name."""
+        """The OP of the written form: ``model#N``, ``turn#N``, ``TOOL#N`` or the tool's name."""
         return f"{self.target}#{self.call}" if self.call is not None else self.target
 
     @property
@@ -135,13 +149,19 @@ class CrashPoint:
         none anywhere else. A point whose call was not streamed shows nothing, so its allowance is never used."""
         return self.allowed_repeats
 
+    def aims_at(self, target: str) -> bool:
+        """Whether a request for ``target`` (:data:`MODEL` or a tool) is one this point is about: its own target, or
+        any tool for a :data:`TURN` point."""
+        return target == self.target or (self.target == TURN and target != MODEL)
+
     def counts(self, target: str) -> bool:
-        """Whether the world must number the run's calls of ``target`` to know when this point is met."""
-        return target == self.target and self.call is not None
+        """Whether the world must number the run's requests for ``target`` to know when this point is met. One point
+        is armed at a time, so the world keeps one count: of the requests this point :meth:`aims_at`."""
+        return self.call is not None and self.aims_at(target)
 
     def meets(self, moment: Moment) -> bool:
         """Whether the world, at ``moment``, has reached this point."""
-        return (moment.when == self.when and moment.target == self.target
+        return (moment.when == self.when and self.aims_at(moment.target)
                 and (self.call is None or moment.call == self.call)
                 and (self.chunk is None or moment.chunk == self.chunk))
 
@@ -201,6 +221,42 @@ def default_points(model_calls: int = len(TOOL_ORDER) + 1, *, stream: bool = Fal
     return points
 
 
+def boundary_points(turns: int, period: int, summaries: bool = True) -> list[str]:
+    """The crash points around every boundary of a long task of ``turns`` tool turns that starts a new run (a
+    continue-as-new) or compacts its conversation every ``period`` turns, in the order a run passes through them.
+
+    The plan, as the world numbers it: model call k chooses tool turn k, until the first boundary; after turn K (a
+    multiple of ``period``, K < ``turns``) a summary is asked for when ``summaries`` -- one model call more -- and the
+    next model call chooses turn K + 1; after the last turn, the final answer. So at the j-th boundary the summary is
+    model call M = K + j and the first model call of the new run M + 1 (M = K without summaries).
+
+    The points: the first turn and the last (``before:``/``after:turn#N``); at each boundary the last turn of the run
+    (``after:turn#K``) and the first of the next (``before:`` and ``after:turn#K+1``); each summary's
+    ``after:model#M`` (its answer lost in flight: the one repeat a correct agent may show); the first model call of
+    each new run (``before:`` and ``after:model#M+1``). A pure function of the plan: a lesson checks it against its
+    own run's model ledger."""
+    if not (type(turns) is int and turns >= 1 and type(period) is int and period >= 1):
+        raise ValueError(f"boundary_points needs turns >= 1 and period >= 1, got turns={turns!r}, period={period!r}")
+    chosen: set[CrashPoint] = {CrashPoint(when, TURN, n) for when in WHENS for n in (1, turns)}
+    sequence: list[CrashPoint] = []  # every instant of the plan, in order
+    model, boundaries = 0, 0
+    for turn in range(1, turns + 1):
+        model += 1
+        sequence += [CrashPoint(when, MODEL, model) for when in WHENS]
+        sequence += [CrashPoint(when, TURN, turn) for when in WHENS]
+        if turn % period == 0 and turn < turns:
+            boundaries += 1
+            chosen |= {CrashPoint("after", TURN, turn), CrashPoint("before", TURN, turn + 1),
+                       CrashPoint("after", TURN, turn + 1)}
+            if summaries:
+                model += 1
+                sequence += [CrashPoint(when, MODEL, model) for when in WHENS]
+                chosen.add(CrashPoint("after", MODEL, model))
+            chosen |= {CrashPoint(when, MODEL, model + 1) for when in WHENS}
+    sequence += [CrashPoint(when, MODEL, model + 1) for when in WHENS]
+    return [str(point) for point in sequence if point in chosen]
+
+
 def failure_points(tool: str) -> list[str]:
     """Every crash point of the failure path when ``tool`` fails for good: the model calls that choose the do
     steps, every do step (the failing one too: its ``after:`` is once the world has answered the failure) and
@@ -217,7 +273,7 @@ def check_on_path(point: str, failing: str | None = None) -> str:
     the do path, or with ``failing`` (the tool that fails for good) on that failure path. A one-line ValueError
     otherwise, before any run: a point off the path would only come back as "never reached" after the whole row."""
     crash = CrashPoint.parse(point)
-    if crash.is_model_call:
+    if crash.is_model_call or crash.target == TURN:
         return str(crash)
     do, undo = failure_path(failing) if failing else (list(TOOL_ORDER), [])
     if crash.target in do or crash.target in undo:
@@ -254,6 +310,7 @@ def double_crash_pairs(sample: int | None = 6, fail: str | None = None) -> list[
     return pairs
 
 
-__all__ = ["ALLOWED_REPEAT", "ALLOWED_RETRACTION", "BASELINE", "CHUNK", "MID", "FORMS", "FORMS_WITH_UNDO", "MODEL", "THEN", "WHENS", "CrashPoint", "Moment",
-           "When", "allowed_repeats", "allowed_retractions", "check_crash_point", "check_on_path", "default_points", "double_crash_pairs",
+__all__ = ["ALLOWED_REPEAT", "ALLOWED_RETRACTION", "BASELINE", "CHUNK", "FORMS", "FORMS_WITH_UNDO", "MID", "MODEL",
+           "THEN", "TURN", "WHENS", "CrashPoint", "Moment", "When", "allowed_repeats", "allowed_retractions",
+           "boundary_points", "check_crash_point", "check_on_path", "default_points", "double_crash_pairs",
            "failure_points", "row_label", "row_points"]

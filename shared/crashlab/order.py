@@ -20,6 +20,9 @@ SKU = "SKU-772"
 # process: a soak runs many different orders, and its audit tells one order's charge from another's.
 CATALOGUE: dict[str, tuple[float, str]] = {ORDER_ID: (AMOUNT, SKU)}
 SOAK_ORDER_PATTERN = r"ORD-SOAK-\d+"
+# A backlog (crashlab.backlog): ORD-BL-, its number of orders, an optional tag; its orders add -001, -002, ... Each
+# order of a backlog gets an amount and a SKU of its own, as a soak order does.
+BACKLOG_PATTERN = r"ORD-BL-(\d{1,3})(?:-[A-Z][A-Z0-9]*)?"
 
 # The three side-effecting tools, in the order the task asks for them.
 TOOL_ORDER = ("charge_card", "reserve_item", "send_confirmation")
@@ -115,12 +118,13 @@ def undo_steps(done) -> list[str]:
 
 
 def order_details(order_id: str) -> tuple[float, str]:
-    """``(amount, sku)`` of an order: from :data:`CATALOGUE`; for a soak order (``ORD-SOAK-0042``), an amount
+    """``(amount, sku)`` of an order: from :data:`CATALOGUE`; for a soak order (``ORD-SOAK-0042``) or a backlog's
+    (``ORD-BL-034-017``), an amount
     between $5.00 and $499.99 and a SKU from SKU-100 to SKU-999 (never the lessons' $49.99 and SKU-772), fixed by
     the id; for any other id, the lessons' :data:`AMOUNT` and :data:`SKU`."""
     if order_id in CATALOGUE:
         return CATALOGUE[order_id]
-    if not re.fullmatch(SOAK_ORDER_PATTERN, order_id):
+    if not re.fullmatch(rf"{SOAK_ORDER_PATTERN}|{BACKLOG_PATTERN}-\d{{3}}", order_id):
         return AMOUNT, SKU
     digest = hashlib.sha256(order_id.encode()).digest()  # not hash(): that differs from process to process
     cents = 500 + int.from_bytes(digest[:4], "big") % 49_500

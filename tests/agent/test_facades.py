@@ -32,6 +32,8 @@ AGENT = [
     "tool_error_message", "tool_result_message", "undo_request", "undo_steps", "undo_task", "use_quiet_runtime",
     "validate_tool_call", "warm_up_sdk",
     "retract", "screen_cursor", "show",
+    # the long task
+    "SUMMARY_ASK", "backlog_task", "backlog_turns", "is_backlog", "progress_line", "task_for",
 ]
 LESSONS = [
     "AMOUNT", "ENGINES", "AgentError", "BASELINE", "CrashTestAgents", "MAX_TOKENS", "MODEL", "Matrix", "Needs", "ORDER_ID",
@@ -49,6 +51,9 @@ LESSONS = [
     "undo_steps", "use_quiet_runtime",
     "variant", "work_in_lesson_folder", "world_service", "zombie_cost",
     "judge_screen",
+    # the long task
+    "BacklogAudit", "SUMMARY_ASK", "backlog_id", "backlog_of", "backlog_orders", "backlog_task", "backlog_turns",
+    "boundary_points", "is_backlog", "plan", "progress_line", "task_for",
 ]
 
 

@@ -18,6 +18,10 @@ A minimal agent file::
     if __name__ == "__main__":
         agent_main(run)
 
+The long task (:mod:`crashlab.backlog`): an agent given a backlog id (``ORD-BL-034``) starts its conversation with
+``task_for(order_id)`` (the backlog's task, or the order's), and compacts it by asking ``SUMMARY_ASK`` with no tools:
+the model answers the ``progress_line`` the new conversation carries on.
+
 The engines' clients are named here too, and imported only when an agent uses them, so an agent process loads
 only its own engine. An earlier lesson's answers are not: an agent that builds on them imports them by their own
 name (``from crashlab.answers.lesson01 import run_logged_order``), which is how the release and the grader see
@@ -35,6 +39,7 @@ from crashlab.agent.screen import retract, screen_cursor, show
 from crashlab.agent.tools import (TOOL_TIMEOUT, call_tool, charge_card, list_charges, list_reservations,
                                   refund_charge, release_item,
                                   reserve_item, send_cancellation, send_confirmation, validate_tool_call)
+from crashlab.backlog import SUMMARY_ASK, backlog_task, backlog_turns, is_backlog, progress_line, task_for
 from crashlab.envnames import state_dir
 from crashlab.errors import (AgentError, CallFailed, MalformedToolCall, ModelCallFailed, ToolCallFailed,
                              WorldNotRunning)
@@ -57,7 +62,7 @@ if TYPE_CHECKING:  # imported on first use: an agent process loads only its own 
 __getattr__, __dir__ = lazy_exports(globals())
 
 __all__ = ["ALL_TOOL_SCHEMAS", "AMOUNT", "COMPENSATION_TOOLS", "MAX_TOKENS", "MODEL", "MODEL_TIMEOUT", "ONE_TOOL_PER_TURN",
-           "ORDER_ID", "SKU", "TOOLS", "TOOLS_WITH_UNDO", "TOOL_TIMEOUT", "UNDO_TOOLS", "AgentError", "CallFailed",
+           "ORDER_ID", "SKU", "SUMMARY_ASK", "backlog_task", "backlog_turns", "is_backlog", "progress_line", "task_for", "TOOLS", "TOOLS_WITH_UNDO", "TOOL_TIMEOUT", "UNDO_TOOLS", "AgentError", "CallFailed",
            "MalformedToolCall", "ModelCallFailed", "ModelClient", "ToolCallFailed", "WorldNotRunning", "agent_main",
            "async_sdk_client",
            "call_tool", "charge_card", "content_to_dicts", "first_tool_use", "list_charges", "list_reservations",

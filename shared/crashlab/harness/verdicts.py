@@ -8,10 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from crashlab.world.audit import Audit, Event
+from crashlab.world.backlog_audit import BacklogAudit
 from crashlab.world.screen_audit import ScreenAudit
 from crashlab.harness.runs import ProcessRun
 from crashlab.crash_points import ALLOWED_REPEAT, ALLOWED_RETRACTION, BASELINE, allowed_repeats, allowed_retractions
-from crashlab.order import TOOL_ORDER, check_failure, failure_path
+from crashlab.order import check_failure, failure_path
 
 # What a correct agent must show at each crash point, by name.
 EXPECTATIONS = {
@@ -68,10 +69,12 @@ class Row:
                                                                              {"verdict": self.verdict})
 
 
-def judge(point: str, audit: Audit, reached: bool, last: ProcessRun | None, expect: str,
+def judge(point: str, audit: Audit | BacklogAudit, reached: bool, last: ProcessRun | None, expect: str,
           fail: str | None = None) -> list[str]:
     """The problems at one crash point, each naming the point and what went wrong. With ``fail`` (the step that
-    fails for good) the order must end cleanly undone instead of finished."""
+    fails for good) the order must end cleanly undone instead of finished. A backlog (:mod:`crashlab.backlog`) is judged
+    the same way: its audit names its turns (every tool turn, each summary asked for, the final answer) and what is
+    left unfinished (orders never started, orders stuck part way)."""
     if not reached:
         return []  # already reported by the caller
     problems = []
@@ -87,7 +90,7 @@ def judge(point: str, audit: Audit, reached: bool, last: ProcessRun | None, expe
         problems.append(f"{point}: {audit.repeated_model_calls} repeated model call(s) -- the model was asked "
                         f"again for an answer that was already recorded" + (" (1 is the unavoidable window here)"
                                                                              if allowed else ""))
-    turns = len(TOOL_ORDER) + 1  # one model call per tool, then the final answer
+    turns = audit.turns  # one model call per tool (per summary), then the final answer
     if fail is not None:  # one per do step up to the failure, at most one per undo step, and the final answer
         turns = sum(map(len, failure_path(check_failure(fail)[0]))) + 1
     if audit.model_calls > turns + allowed and audit.repeated_model_calls <= allowed:
@@ -103,8 +106,7 @@ def judge(point: str, audit: Audit, reached: bool, last: ProcessRun | None, expe
                 why = "; ".join(audit.inconsistencies) or "the world did nothing for it, not even a cancellation"
             problems.append(f"{point}: the order was not cleanly undone ({audit.verdict}: {why})")
     elif not audit.finished:
-        what = f"missing {', '.join(audit.missing)}" if audit.missing else "the model never gave its final answer"
-        problems.append(f"{point}: the order did not finish ({what})")
+        problems.append(f"{point}: the order did not finish ({audit.unfinished()})")
     return problems
 
 

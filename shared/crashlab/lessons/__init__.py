@@ -28,6 +28,11 @@ if TYPE_CHECKING:  # each imported on first use (crashlab.plumbing.lazy reads th
                                 undo_steps)
     from crashlab.agent import (MAX_TOKENS, MODEL, AgentError, ToolCallFailed, agent_main, call_tool, charge_card,
                                 first_tool_use, list_charges, model_client, reserve_item, send_confirmation, state_dir)
+    # the long task: a backlog of orders, its plan, its crash points and its audit
+    from crashlab.backlog import (SUMMARY_ASK, backlog_id, backlog_of, backlog_orders, backlog_task, backlog_turns,
+                                  is_backlog, plan, progress_line, task_for)
+    from crashlab.crash_points import boundary_points
+    from crashlab.world.backlog_audit import BacklogAudit
     # a lesson's kernel and folder
     from crashlab.lessons.kernel import extract_lesson_files, show_log, show_run
     from crashlab.world.scenes import fresh_world, stop_worlds
@@ -72,7 +77,8 @@ sweep_scratch()  # a notebook starts here as a command does: what a kernel kille
 del sweep_scratch
 
 __all__ = [
-    "AMOUNT", "AgentError", "BASELINE", "CrashTestAgents", "ENGINES", "MAX_TOKENS", "MODEL", "Matrix", "Needs",
+    "AMOUNT", "AgentError", "BASELINE", "BacklogAudit", "SUMMARY_ASK", "backlog_id", "backlog_of", "backlog_orders",
+    "backlog_task", "backlog_turns", "boundary_points", "is_backlog", "plan", "progress_line", "task_for", "CrashTestAgents", "ENGINES", "MAX_TOKENS", "MODEL", "Matrix", "Needs",
     "ORDER_ID", "RestateServer", "RestateServerError", "RunningAgent", "SKU", "TOOLS", "TOOLS_WITH_UNDO",
     "TemporalServer", "TemporalServerError", "ToolCallFailed", "UNDO_TOOLS", "WarmLauncher", "World", "admin_sql",
     "agent_main", "call_handler", "call_tool", "charge_card", "checkpoint_writes", "connect", "crash_row",

@@ -46,6 +46,7 @@ class Audit:
     rejected_model_calls: int = 0
     final_answer_served: bool = False
     events: list[Event] = field(default_factory=list)
+    summaries: int = 0  # a backlog's summary calls (never its final answer), repeats not counted
 
     @property
     def counts(self) -> dict[str, int]:
@@ -135,6 +136,15 @@ class Audit:
         """Every effect happened and the model gave its final answer for this order."""
         return not self.missing and self.final_answer_served
 
+    @property
+    def turns(self) -> int:
+        """The model calls a correct run makes: one per tool, then the final answer."""
+        return len(TOOL_ORDER) + 1
+
+    def unfinished(self) -> str:
+        """Why the order is not finished, in words (``missing charge, reservation``), for a verdict."""
+        return f"missing {', '.join(self.missing)}" if self.missing else "the model never gave its final answer"
+
     def duplicate_findings(self) -> list[str]:
         """One finding per duplicated kind, e.g. ``'2 confirmations (1 duplicate)'``."""
         return [f"{n} {kind}s ({n - 1} duplicate{'s' if n > 2 else ''})" for kind, n in self.counts.items() if n > 1]
@@ -164,14 +174,14 @@ class Audit:
         """Everything, as plain JSON: what the world's admin API sends to the harness."""
         return {"order_id": self.order_id, "effects": self.effects, "model_calls": self.model_calls,
                 "repeated_model_calls": self.repeated_model_calls, "rejected_model_calls": self.rejected_model_calls,
-                "final_answer_served": self.final_answer_served,
+                "final_answer_served": self.final_answer_served, "summaries": self.summaries,
                 "events": [[e.at, e.pid, e.what, e.label, e.repeat] for e in self.events]}
 
     @classmethod
     def from_json(cls, data: dict) -> "Audit":
         return cls(data["order_id"], {k: list(v) for k, v in data["effects"].items()}, int(data["model_calls"]),
                    int(data["repeated_model_calls"]), int(data["rejected_model_calls"]),
-                   bool(data["final_answer_served"]), [Event(*e) for e in data["events"]])
+                   bool(data["final_answer_served"]), [Event(*e) for e in data["events"]], int(data.get("summaries", 0)))
 
     def __str__(self) -> str:
         effects = ", ".join(f"{kind} x{n}" for kind, n in self.counts.items())
@@ -204,30 +214,57 @@ def audit(ledger_dir: str | Path, order_id: str, *, seen: bool = False) -> Audit
     another world's order far more often than an order that never started."""
     ledger_dir = Path(ledger_dir)
     result = Audit(order_id, effects={kind: [] for kind in KINDS})
-    for name in ledger.SERVICE_LEDGERS.values():
-        for row in _read(ledger_dir / name, "SELECT * FROM effects WHERE order_id = ? ORDER BY seq", (order_id,)):
-            effect = dict(row)
-            effect["params"] = json.loads(effect["params"])
-            result.effects.setdefault(row["kind"], []).append(effect)
-            n = len(result.effects[row["kind"]])
-            result.events.append(Event(row["at"], row["pid"], row["kind"], f"{row['kind']} #{n}", repeat=n > 1))
-    calls = _read(ledger_dir / ledger.MODEL_LEDGER, "SELECT * FROM calls WHERE order_id = ? OR order_id IS NULL"
-                  " ORDER BY seq", (order_id,))
-    for row in calls:
-        if row["status"] != 200:
-            result.rejected_model_calls += row["order_id"] == order_id or row["order_id"] is None
-            continue
-        result.model_calls += 1
-        repeat = row["repeat_of"] is not None
-        result.repeated_model_calls += repeat
-        result.final_answer_served |= row["stop_reason"] == "end_turn"
-        label = f"model #{result.model_calls}" + (f" (repeat of #{_ordinal(calls, row['repeat_of'])})" if repeat else "")
-        result.events.append(Event(row["at"], row["pid"], "model", label, repeat=repeat))
+    add_effects(result, read_effects(ledger_dir, "= ?", order_id))
+    calls = read_calls(ledger_dir, order_id)
+    add_calls(result, calls)
     if seen and not any(result.effects.values()) and not any(row["order_id"] == order_id for row in calls):
         raise LedgerError(f"the world in {ledger_dir.parent} has no record of order {order_id}: no effect and no "
                           "model call for it (check the order id, and --state)")
     result.events.sort(key=lambda e: e.at)
     return result
+
+
+def read_effects(ledger_dir: Path, condition: str, value: str) -> list[dict]:
+    """Every effect in the service ledgers whose order id meets ``condition`` with ``value`` (``= ?`` for one order,
+    ``GLOB ?`` for a backlog's), its parameters decoded, in each ledger's order."""
+    effects = []
+    for name in ledger.SERVICE_LEDGERS.values():
+        for row in _read(ledger_dir / name, f"SELECT * FROM effects WHERE order_id {condition} ORDER BY seq", (value,)):
+            effects.append({**dict(row), "params": json.loads(row["params"])})
+    return effects
+
+
+def add_effects(result: Audit, effects: list[dict]) -> None:
+    """File ``effects`` (of ``result``'s order) in ``result``, with an event each for its timeline."""
+    for effect in effects:
+        kind = effect["kind"]
+        result.effects.setdefault(kind, []).append(effect)
+        n = len(result.effects[kind])
+        result.events.append(Event(effect["at"], effect["pid"], kind, f"{kind} #{n}", repeat=n > 1))
+
+
+def read_calls(ledger_dir: Path, order_id: str) -> list[sqlite3.Row]:
+    """The model calls filed under ``order_id`` (and those no order could be read from), oldest first: only the columns
+    the audit reads, never the requests, which grow with the conversation (a long agent's weigh O(N^2) bytes)."""
+    return _read(ledger_dir / ledger.MODEL_LEDGER, "SELECT seq, order_id, repeat_of, status, stop_reason, pid, at, summary"
+                 " FROM calls WHERE order_id = ? OR order_id IS NULL ORDER BY seq", (order_id,))
+
+
+def add_calls(result: Audit, calls: list[sqlite3.Row]) -> None:
+    """Count ``calls`` (from :func:`read_calls` for ``result``'s order) in ``result``: a summary's ``end_turn`` (a
+    backlog's compaction, see :mod:`crashlab.world.backlog_policy`) is never the final answer."""
+    for row in calls:
+        if row["status"] != 200:
+            result.rejected_model_calls += 1
+            continue
+        result.model_calls += 1
+        repeat = row["repeat_of"] is not None
+        result.repeated_model_calls += repeat
+        result.summaries += bool(row["summary"]) and not repeat
+        result.final_answer_served |= row["stop_reason"] == "end_turn" and not row["summary"]
+        label = f"model #{result.model_calls}" + (f" (repeat of #{_ordinal(calls, row['repeat_of'])})" if repeat else "")
+        label += " (summary)" if row["summary"] else ""
+        result.events.append(Event(row["at"], row["pid"], "model", label, repeat=repeat))
 
 
 def _ordinal(calls: list[sqlite3.Row], seq: int) -> int:

@@ -24,7 +24,7 @@ from crashlab.plumbing.processes import kill_group, kill_groups, signal_group
 from crashlab.plumbing.sandbox import give
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
 from crashlab.world.errors import WorldError
-from crashlab.world.launch import start_server
+from crashlab.world.launch import server_options, start_server
 from crashlab.world.folder import AGENT_DIR, LEDGERS, LOG_FILE, READY_FILE, empty_world_folder, take_folder
 from crashlab.world.ledger import LedgerError
 from crashlab.world.screen_admin import ScreenAdmin
@@ -69,7 +69,7 @@ class World(ScreenAdmin):
     @classmethod
     def start(cls, state_dir: str | os.PathLike | None = None, *, fresh: bool = True, port: int = 0,
               timeout: float = 15.0, stop_with_parent: bool = True, key_lease: float | None = None,
-              key_lifetime: float | None = None, launcher=None) -> "World":
+              key_lifetime: float | None = None, launcher=None, result_bytes: int = 0) -> "World":
         """Start a world in its own process, with its state in ``state_dir``.
 
         The world deletes nothing it did not create. ``state_dir`` must not exist, be empty, or be a folder
@@ -92,14 +92,12 @@ class World(ScreenAdmin):
         With ``stop_with_parent`` the server exits on its own when this process dies, so a killed
         kernel or test run never leaves a server behind. ``launcher``: a running warm launcher to fork the server
         from (see :mod:`crashlab.world.launch`); by default a new interpreter.
+
+        ``result_bytes``: a ``receipt`` of that many characters in each successful tool reply for an order of a backlog
+        (the long task, :mod:`crashlab.backlog`), so that a long agent's conversation grows as a lesson wants; 0 (the
+        default): none, and every other order's replies are as they always were.
         """
-        key_lease = KEY_LEASE if key_lease is None else key_lease
-        if not key_lease > 0:
-            raise WorldError(f"key_lease must be a positive number of seconds, got {key_lease!r}")
-        if key_lifetime is not None and not (isinstance(key_lifetime, (int, float)) and not isinstance(key_lifetime, bool)
-                                             and 0 < key_lifetime < float("inf")):
-            raise WorldError(f"key_lifetime must be a positive number of seconds or None (never forget), "
-                             f"got {key_lifetime!r}")
+        options = server_options(KEY_LEASE if key_lease is None else key_lease, key_lifetime, result_bytes)
         scratch = not state_dir  # None or "": a scratch folder, as before
         state_dir = (Path(state_dir) if state_dir else make_scratch("crashlab-world-")).resolve()
         take_folder(state_dir)
@@ -118,9 +116,7 @@ class World(ScreenAdmin):
             ledgers, ready_arg = Path(private) / f"world-{token[:12]}", []
         else:
             ledgers, ready_arg = state_dir / LEDGERS, ["--ready-file", str(ready)]
-        args = ["--state", str(ledgers), "--port", str(port), "--key-lease", str(key_lease), *ready_arg]
-        if key_lifetime is not None:
-            args += ["--key-lifetime", repr(float(key_lifetime))]
+        args = ["--state", str(ledgers), "--port", str(port), *options, *ready_arg]
         if stop_with_parent:
             args += ["--parent-pid", str(os.getpid())]
         give(state_dir)  # while grading as root, the agents (the sandbox user) keep their state here
@@ -377,13 +373,14 @@ class World(ScreenAdmin):
         return {f["name"]: int(f["remaining"]) for f in self._admin("GET", "faults")["faults"]}
 
     def audit(self, order_id: str = ORDER_ID):
-        """What the world saw for ``order_id``: effects, duplicates, model calls, repeats. Asked of the
-        running world through its admin API; read from the ledger files once it has stopped."""
-        from crashlab.world.audit import Audit, audit
+        """What the world saw for ``order_id``: effects, duplicates, model calls, repeats -- for a backlog id, every
+        order's (a :class:`~crashlab.world.backlog_audit.BacklogAudit`). Asked of the running world through its admin
+        API; read from the ledger files once it has stopped."""
+        from crashlab.world.backlog_audit import audit_from_json, audit_of
 
         if self._token and not self._stopped:
-            return Audit.from_json(self._admin("GET", "audit", params={"order_id": order_id}))
-        return audit(self.kept_ledgers("audit it"), order_id)
+            return audit_from_json(self._admin("GET", "audit", params={"order_id": order_id}))
+        return audit_of(self.kept_ledgers("audit it"), order_id)
 
     def __repr__(self) -> str:
         return f"World(url={self.url!r}, state_dir={str(self.state_dir)!r})"

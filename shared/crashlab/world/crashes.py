@@ -11,7 +11,9 @@ world's admin API, together with the order under test and the run it is starting
 it kills the whole run -- every process it started, whatever session it moved to -- records that the point was
 reached (with the run's processes it killed), and drops the connection without a reply. ``model#N`` counts the
 model requests of the run for the order since the point was armed, so it is the Nth model call of the run that
-is killed.
+is killed; ``TOOL#N`` and ``turn#N`` count the run's requests for that tool, or for any tool, the same way. A
+backlog's orders (``ORD-BL-034-017``) are the armed backlog's (``ORD-BL-034``): its model calls are filed under the
+backlog, its tool calls under each order.
 
 Only a request for the armed order, from one of the run's own processes, meets the point: a child the run forks
 to send throwaway requests for another order (a decoy, to spend the point where it costs nothing) does not
@@ -30,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from crashlab.backlog import backlog_of
 from crashlab.crash_points import CrashPoint, Moment, When
 from crashlab.plumbing.processes import holders
 from crashlab.world.runscope import RunScope
@@ -106,7 +109,8 @@ class CrashPlan:
             call = None
             if self.point is not None and self.point.counts(target) and self.reached is None \
                     and self._ours(order_id, requester):
-                call = self._calls[target] = self._calls.get(target, 0) + 1
+                counted = self.point.target  # one point, one count: its target's requests (any tool's for turn#N)
+                call = self._calls[counted] = self._calls.get(counted, 0) + 1
         return CrashSite(self, target, call, order_id, requester)
 
     def fire(self, moment: Moment, order_id: str | None, requester: Requester) -> bool:
@@ -129,8 +133,9 @@ class CrashPlan:
                     and self.run is not None and self._ours(order_id, requester))
 
     def _ours(self, order_id: str | None, requester: Requester) -> bool:
-        """Whether the request is for the armed order and comes from the armed run (called with the lock held)."""
-        if order_id != self.order_id or self.run is None:
+        """Whether the request is for the armed order -- or one of the armed backlog's orders -- and comes from the armed
+        run (called with the lock held)."""
+        if (order_id != self.order_id and backlog_of(order_id) != self.order_id) or self.run is None:
             return False
         if self.run.by_tree and self.run.leader is None:  # the harness names it right after the start
             self._lock.wait_for(lambda: self.run is None or self.run.leader is not None, LEADER_WAIT)

@@ -14,12 +14,29 @@ from pathlib import Path
 
 from crashlab.plumbing.processes import read_line
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
+from crashlab.world.errors import WorldError
 
 SERVER = "crashlab.world.server"
 # What the server imports, for the launcher to import once: not the server module itself, which each fork runs as
 # ``__main__`` (runpy warns of a module run that is imported already).
 SERVER_IMPORTS = ("argparse", "http.server", "crashlab.world.services", "crashlab.world.policy",
                   "crashlab.world.crashes", "crashlab.world.faults", "crashlab.plumbing.diskfull")
+
+
+def server_options(key_lease: float, key_lifetime: float | None, result_bytes: int) -> list[str]:
+    """The server's options for these settings of ``World.start`` (see there), each checked first: a
+    :class:`~crashlab.world.errors.WorldError` in one line for a value the server could not take."""
+    if not key_lease > 0:
+        raise WorldError(f"key_lease must be a positive number of seconds, got {key_lease!r}")
+    if key_lifetime is not None and not (isinstance(key_lifetime, (int, float)) and not isinstance(key_lifetime, bool)
+                                         and 0 < key_lifetime < float("inf")):
+        raise WorldError(f"key_lifetime must be a positive number of seconds or None (never forget), "
+                         f"got {key_lifetime!r}")
+    if not (type(result_bytes) is int and 0 <= result_bytes <= 10_000_000):
+        raise WorldError(f"result_bytes must be a number of characters from 0 to 10,000,000, got {result_bytes!r}")
+    options = ["--key-lease", str(key_lease)]
+    options += [] if key_lifetime is None else ["--key-lifetime", repr(float(key_lifetime))]
+    return options + (["--result-bytes", str(result_bytes)] if result_bytes else [])
 
 
 def start_server(args: list[str], env: dict[str, str], log_path: Path, timeout: float, launcher=None):

@@ -10,6 +10,7 @@ import json
 import secrets
 import sqlite3
 import time
+import zlib
 from pathlib import Path
 
 from crashlab.errors import CrashlabError
@@ -46,7 +47,8 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
 );
 """
 # Columns added to a table after its first release; a world restarted on older ledgers adds them.
-_ADDED_COLUMNS = {"idempotency_keys": {"owner": "TEXT", "lease_until": "REAL"}}
+_ADDED_COLUMNS = {"idempotency_keys": {"owner": "TEXT", "lease_until": "REAL"},
+                  "calls": {"summary": "INTEGER NOT NULL DEFAULT 0"}}
 
 _MODEL_SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -54,12 +56,13 @@ CREATE TABLE IF NOT EXISTS calls (
     order_id      TEXT,
     messages_hash TEXT NOT NULL,
     repeat_of     INTEGER,             -- seq of the earlier call with the same messages, if any
-    request       TEXT NOT NULL,
+    request       TEXT NOT NULL,       -- the messages' canonical JSON; a long one zlib-compressed (packed_request)
     status        INTEGER NOT NULL,
     stop_reason   TEXT,
     reply         TEXT,
     pid           INTEGER,
-    at            REAL NOT NULL
+    at            REAL NOT NULL,
+    summary       INTEGER NOT NULL DEFAULT 0  -- 1: a backlog's summary call, never its final answer
 );
 """
 
@@ -233,6 +236,24 @@ def record_effect(conn: sqlite3.Connection, effect: dict | None, response: str, 
             conn.execute("ROLLBACK")
         raise
     return None
+
+
+PACK_ABOVE = 32 * 1024  # characters: a longer request is kept zlib-compressed (see packed_request)
+
+
+def packed_request(request_json: str) -> str | bytes:
+    """A model call's request as the model ledger keeps it: its canonical JSON text, as always, up to
+    :data:`PACK_ABOVE` characters (every lesson order's request is far shorter, and lesson 8 reads one back);
+    zlib-compressed bytes above. A long agent sends its whole conversation every turn, so the requests of N turns weigh
+    O(N^2) bytes: compressed, a conversation whose tool results repeat themselves (a backlog's receipts) costs a small
+    fraction of that, and the audit never reads the requests at all (only the hash, the status and the stop reason).
+    :func:`request_text` reads either form back."""
+    return request_json if len(request_json) <= PACK_ABOVE else zlib.compress(request_json.encode(), 6)
+
+
+def request_text(stored: str | bytes) -> str:
+    """The JSON text of a request the model ledger kept (:func:`packed_request`), whichever form it was kept in."""
+    return stored if isinstance(stored, str) else zlib.decompress(stored).decode()
 
 
 def canonical_json(value) -> str:

@@ -8,6 +8,9 @@ Offered the undo tools as well (``crashlab.order.TOOLS_WITH_UNDO``), it also und
 result reports a permanent failure (``out_of_stock``, say) or a user message asks for the order to be
 undone, it picks the compensations of the steps that succeeded, one per turn, in reverse order, then the
 cancellation, then says the order was undone. Offered only ``TOOLS``, it behaves as it always has.
+
+A conversation whose first user message names a backlog (the long task, :mod:`crashlab.backlog`) is answered by
+:mod:`crashlab.world.backlog_policy`, and its model calls are filed under the backlog's id (:func:`order_of`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import secrets
 
 from crashlab.errors import CrashlabError
 from crashlab.order import ALL_TOOL_SCHEMAS, FAILURE_REASONS, ORDER_ID_PATTERN, TOOL_ORDER, UNDO_TOOLS, undo_steps
+from crashlab.world import backlog_policy
 
 
 class InvalidRequest(CrashlabError, ValueError):
@@ -93,6 +97,12 @@ def order_from(messages: list[dict]) -> dict:
     if not (order and amount and sku):
         raise InvalidRequest("the first user message must name an order (ORD-…), an amount ($…) and a SKU (SKU-…)")
     return {"order_id": order.group(0), "amount": float(amount.group(1)), "sku": sku.group(0)}
+
+
+def order_of(messages: list[dict]) -> str:
+    """The order a conversation is about, as the model ledger files its calls: the backlog it names, or the order of
+    :func:`order_from` (InvalidRequest when it names neither)."""
+    return backlog_policy.backlog_from(messages) or order_from(messages)["order_id"]
 
 
 def completed_tools(messages: list[dict]) -> set[str]:
@@ -198,6 +208,11 @@ def reply(request: dict, *, malformed: str | None = None, parallel: bool = False
     parallel = parallel and parallel_allowed(request)
     messages = normalize_messages(request.get("messages"))
     check_conversation(messages)
+    backlog = backlog_policy.backlog_from(messages)
+    if backlog is not None:
+        if backlog_policy.asks_summary(messages) and request.get("tools"):
+            raise InvalidRequest("a request that asks to summarise the progress offers no tools: send it without tools")
+        return backlog_policy.reply(request, messages, backlog)
     order = order_from(messages)
     done = completed_tools(messages)
     pending, undoing = _plan(request, messages, done)

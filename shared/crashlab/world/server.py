@@ -25,7 +25,7 @@ from crashlab.errors import DISK_FULL
 from crashlab.order import FAILURE_REASONS, is_order_id
 from crashlab.plumbing.diskfull import disk_full, full_disk_message
 from crashlab.plumbing.ports import port_number
-from crashlab.world import ledger, policy
+from crashlab.world import backlog_policy, ledger, policy
 from crashlab.world.runscope import RunScope
 from crashlab.world.crashes import CrashPlan, CrashSite, Requester
 from crashlab.world.faults import Faults
@@ -129,11 +129,11 @@ class WorldHandler(ServiceRoutes, StreamRoutes, ScreenRoutes, BaseHTTPRequestHan
         elif path == "/_admin/audit":
             from urllib.parse import parse_qs
 
-            from crashlab.world.audit import audit
+            from crashlab.world.backlog_audit import audit_of
 
             order_id = (parse_qs(query).get("order_id") or [""])[0]
             try:
-                self._send(200, audit(self.state_dir, order_id).as_json())
+                self._send(200, audit_of(self.state_dir, order_id).as_json())  # a backlog's: one request, all orders
             except ledger.LedgerError as exc:
                 full = disk_full(exc, self.state_dir)
                 self._error(507 if full else 500, DISK_FULL if full else "ledger_error", str(exc))
@@ -252,7 +252,7 @@ class WorldHandler(ServiceRoutes, StreamRoutes, ScreenRoutes, BaseHTTPRequestHan
             self._error(400, "invalid_request_error", str(exc))
             return
         try:  # the order the conversation is about, read as the policy reads it (None: the reply is a 400)
-            order_id = policy.order_from(messages)["order_id"]
+            order_id = policy.order_of(messages)  # a backlog's calls are filed under the backlog
         except policy.InvalidRequest:
             order_id = None
         crash = self._crashes.site(MODEL, order_id, self._requester)
@@ -268,6 +268,7 @@ class WorldHandler(ServiceRoutes, StreamRoutes, ScreenRoutes, BaseHTTPRequestHan
             status, order_id, stop_reason = 400, None, None
         digest = hashlib.sha256(request_json.encode()).hexdigest()
         body = self._worded(request, body, digest)  # unchanged unless streamed with vary_wording on
+        summary = status == 200 and backlog_policy.is_summary(messages)  # never the final answer (see the audit)
         conn = ledger.connect(self.state_dir / ledger.MODEL_LEDGER)
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -275,10 +276,10 @@ class WorldHandler(ServiceRoutes, StreamRoutes, ScreenRoutes, BaseHTTPRequestHan
                 "SELECT seq FROM calls WHERE messages_hash = ? AND status = 200 ORDER BY seq LIMIT 1", (digest,)
             ).fetchone()
             conn.execute(
-                "INSERT INTO calls(order_id, messages_hash, repeat_of, request, status, stop_reason, reply, pid, at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (order_id, digest, earlier["seq"] if earlier and status == 200 else None, request_json, status,
-                 stop_reason, json.dumps(body), self._pid(), at),
+                "INSERT INTO calls(order_id, messages_hash, repeat_of, request, status, stop_reason, reply, pid, at,"
+                " summary) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (order_id, digest, earlier["seq"] if earlier and status == 200 else None,
+                 ledger.packed_request(request_json), status, stop_reason, json.dumps(body), self._pid(), at, summary),
             )
             conn.execute("COMMIT")
         finally:
@@ -327,7 +328,7 @@ def _watch_parent(parent_pid: int, server: ThreadingHTTPServer) -> None:
 
 
 def serve(state_dir: Path, port: int = 0, ready_file: Path | None = None, parent_pid: int | None = None,
-          key_lease: float = 5.0, key_lifetime: float | None = None) -> None:
+          key_lease: float = 5.0, key_lifetime: float | None = None, result_bytes: int = 0) -> None:
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     ledger.create_all(state_dir)
     server = ThreadingHTTPServer(("127.0.0.1", port), WorldHandler)
@@ -336,6 +337,7 @@ def serve(state_dir: Path, port: int = 0, ready_file: Path | None = None, parent
     server.faults = Faults(state_dir)  # type: ignore[attr-defined]
     server.key_lease = key_lease  # type: ignore[attr-defined]
     server.key_lifetime = key_lifetime  # type: ignore[attr-defined]
+    server.result_bytes = result_bytes  # type: ignore[attr-defined]  # a backlog order's receipt (backlog_policy)
     server.token = os.environ.pop(ENV_TOKEN, "")  # type: ignore[attr-defined]
     if parent_pid:
         threading.Thread(target=_watch_parent, args=(parent_pid, server), daemon=True).start()
@@ -367,9 +369,12 @@ def main(argv=None) -> None:
                         help="seconds an idempotency key stays in flight before a retry may take it over")
     parser.add_argument("--key-lifetime", type=float, default=None,
                         help="seconds after its first use that a completed idempotency key is forgotten (default: never)")
+    parser.add_argument("--result-bytes", type=int, default=0,
+                        help="characters of receipt in a backlog order's tool replies (default 0: none)")
     args = parser.parse_args(argv)
     try:
-        serve(args.state.resolve(), args.port, args.ready_file, args.parent_pid, args.key_lease, args.key_lifetime)
+        serve(args.state.resolve(), args.port, args.ready_file, args.parent_pid, args.key_lease, args.key_lifetime,
+              args.result_bytes)
     except KeyboardInterrupt:
         pass
     except ledger.LedgerError as exc:  # a damaged ledger under --keep: one line for the log, not a traceback

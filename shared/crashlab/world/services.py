@@ -32,6 +32,7 @@ from urllib.parse import parse_qs
 
 from crashlab.order import FAILURE_REASONS, PERMANENT_ERRORS
 from crashlab.world import ledger
+from crashlab.world.backlog_policy import receipt
 from crashlab.world.crashes import CrashPlan, CrashSite, Requester
 
 if TYPE_CHECKING:
@@ -122,7 +123,8 @@ class ServiceRoutes:
             if delay:
                 time.sleep(float(delay))
             effect_id = prefix + secrets.token_hex(8)
-            response = {"id": effect_id, "object": kind, **params, "status": "succeeded"}
+            response = {"id": effect_id, "object": kind, **params, "status": "succeeded",
+                        **receipt(params["order_id"], effect_id, self.server.result_bytes)}  # kept with the key
             effect = {"id": effect_id, "kind": kind, "order_id": params["order_id"], "params": params_json,
                       "idempotency_key": key, "pid": self._pid(), "at": time.time()}
             taken = ledger.record_effect(conn, effect, json.dumps(response), owner)

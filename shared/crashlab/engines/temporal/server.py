@@ -10,6 +10,11 @@ The server runs under a tiny supervisor process (``python -m crashlab.plumbing.s
 that stops it when the process that started it dies, so a killed kernel or test run never leaves a
 server behind. Every wait here has a timeout, and every failure says what to do next.
 
+Limits: ``dynamic_config`` passes the dev server's dynamic config values (``--dynamic-config-value KEY=JSON``), such as
+``{"limit.historySize.error": 2097152}`` -- a history size limit scaled down from the 50 MB default, which terminates a
+long workflow for real. A server with such values runs in a folder of its own under ``state_dir`` (named after the
+values), so no other lesson's cell ever reuses a server with a small limit, nor a limited one a plain server.
+
 Isolation: one server serves many worlds (one per crash-matrix row, one per lesson scene). Each world
 gets its own Temporal *namespace*, named in the world's agent state directory, so the workflow id can
 be exactly the order id (``ORD-8842``) in every world without two rows ever meeting.
@@ -18,6 +23,7 @@ be exactly the order id (``ORD-8842``) in every world without two rows ever meet
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -67,8 +73,10 @@ class TemporalServer:
     """A running Temporal dev server on 127.0.0.1, its state in ``state_dir/temporal.db``."""
 
     def __init__(self, state_dir: Path, port: int, http_port: int, ui_port: int | None, pid: int,
-                 process: subprocess.Popen | None = None, reused: bool = False):
+                 process: subprocess.Popen | None = None, reused: bool = False,
+                 dynamic_config: dict[str, object] | None = None):
         self.state_dir = Path(state_dir)
+        self.dynamic_config = dict(dynamic_config or {})
         self.port = port
         self.http_port = http_port
         self.ui_port = ui_port
@@ -81,14 +89,21 @@ class TemporalServer:
     @classmethod
     def start(cls, state_dir: str | os.PathLike = ".crashlab/temporal", *, port: int = 0, ui: bool = False,
               ui_port: int = 0, reuse: bool = True, fresh: bool = False, timeout: float = 30.0,
-              stop_with_parent: bool = True) -> "TemporalServer":
+              stop_with_parent: bool = True, dynamic_config: dict[str, object] | None = None) -> "TemporalServer":
         """Start the dev server, or return the one already running in ``state_dir`` (``reuse``).
 
         ``port=0`` picks a free loopback port. ``ui=True`` also serves the Web UI (on ``ui_port``, or a
         free one). ``fresh`` deletes the database first. A reused server is not stopped by :meth:`stop`
         unless ``force=True``: whoever started it owns it.
+
+        ``dynamic_config``: the server's dynamic config values, ``{KEY: JSON value}`` (such as
+        ``{"limit.historySize.error": 2097152}``); the server then keeps its state in ``state_dir/``
+        :func:`limits_folder` -- its own, for those values alone.
         """
         state_dir = Path(state_dir).resolve()
+        config = check_dynamic_config(dynamic_config)
+        if config:
+            state_dir = state_dir / limits_folder(config)
         running = cls.attach(state_dir, missing_ok=True)
         if running is not None:
             if not reuse:
@@ -114,7 +129,7 @@ class TemporalServer:
             (state_dir / DB_FILE).unlink(missing_ok=True)
         # The dev server also binds ports of its own choosing (its history and matching services); another
         # process can take one of those, or ours, before it binds: then start again on fresh ones.
-        launch = lambda: cls._launch(binary, state_dir, port, ui, ui_port, timeout, stop_with_parent)  # noqa: E731
+        launch = lambda: cls._launch(binary, state_dir, port, ui, ui_port, timeout, stop_with_parent, config)  # noqa: E731
         try:
             return retry_on_taken_port(launch)
         except PortTaken as exc:
@@ -122,7 +137,7 @@ class TemporalServer:
 
     @classmethod
     def _launch(cls, binary: Path, state_dir: Path, port: int, ui: bool, ui_port: int, timeout: float,
-                stop_with_parent: bool) -> "TemporalServer":
+                stop_with_parent: bool, config: dict[str, object]) -> "TemporalServer":
         """One attempt: pick the ports not given, start the server under its supervisor, wait until ready."""
         port = port or free_port()
         http_port = free_port(avoid={port})
@@ -133,13 +148,15 @@ class TemporalServer:
                "--http-port", str(http_port), "--metrics-port", str(free_port(avoid={port, http_port})),
                "--db-filename", str(db), "--log-level", "error"]
         cmd += ["--ui-port", str(ui_port), "--ui-ip", "127.0.0.1", "--ui-disable-news-fetch"] if ui else ["--headless"]
+        for key, value in config.items():  # the CLI reads each value as JSON: an integer is written bare
+            cmd += ["--dynamic-config-value", f"{key}={json.dumps(value)}"]
         ready = state_dir / READY_FILE
         ready.unlink(missing_ok=True)
         log_path = state_dir / "temporal.log"
         with open(log_path, "ab") as log:
             process = subprocess.Popen(supervisor.command(stop_with_parent) + ["--"] + cmd, stdout=log,
                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        server = cls(state_dir, port, http_port, ui_port if ui else None, process.pid, process)
+        server = cls(state_dir, port, http_port, ui_port if ui else None, process.pid, process, dynamic_config=config)
         deadline = time.monotonic() + timeout
         while not server.is_ready():
             if process.poll() is not None:
@@ -155,7 +172,7 @@ class TemporalServer:
                                           f"see {log_path}")
             time.sleep(0.1)
         ready.write_text(json.dumps({"port": port, "http_port": http_port, "ui_port": server.ui_port,
-                                     "pid": process.pid, "db": str(db)}))
+                                     "pid": process.pid, "db": str(db), "dynamic_config": config}))
         return server
 
     @classmethod
@@ -165,7 +182,7 @@ class TemporalServer:
         try:
             info = json.loads((state_dir / READY_FILE).read_text())
             server = cls(state_dir, int(info["port"]), int(info["http_port"]), info.get("ui_port"), int(info["pid"]),
-                         reused=True)
+                         reused=True, dynamic_config=info.get("dynamic_config"))
         except (OSError, ValueError, KeyError, TypeError):
             server = None
         if server is not None and not (pid_alive(server.pid) and server.is_ready()):
@@ -235,6 +252,33 @@ class TemporalServer:
         return f"TemporalServer(address={self.address!r}{ui}, db={str(self.db_file)!r})"
 
 
+def check_dynamic_config(config: dict[str, object] | None) -> dict[str, object]:
+    """``config`` as the server takes it (``{}`` for None): each key a dynamic config key (a non-empty string
+    without ``=`` or spaces, such as ``limit.historySize.error``), each value something JSON can write; a
+    :class:`TemporalServerError` in one line otherwise, before any server starts."""
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise TemporalServerError(f"dynamic_config is a dict of KEY: value, such as "
+                                  f"{{'limit.historySize.error': 2097152}}, got {config!r}")
+    for key, value in config.items():
+        if not (isinstance(key, str) and key and "=" not in key and not any(c.isspace() for c in key)):
+            raise TemporalServerError(f"dynamic_config: {key!r} is not a dynamic config key such as "
+                                      "limit.historySize.error")
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            raise TemporalServerError(f"dynamic_config: the value of {key} must be a JSON value (a number, a string, "
+                                      f"true/false, a list or a dict), got {value!r}") from None
+    return dict(sorted(config.items()))
+
+
+def limits_folder(config: dict[str, object]) -> str:
+    """The folder name of a server with these dynamic config values: the same values, the same folder."""
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+    return f"limits-{digest}"
+
+
 @contextlib.contextmanager
 def temporal_environment(state_dir: str | os.PathLike, **start_kwargs):
     """A dev server for the duration of a block, with its address in ``os.environ`` so that every agent
@@ -290,9 +334,5 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
-
 __all__ = ["TemporalServer", "TemporalServerError", "temporal_binary", "temporal_environment", "ENV_TEMPORAL_BIN",
-           "main", "serve"]
+           "check_dynamic_config", "limits_folder", "main", "serve"]
