@@ -27,11 +27,11 @@ class Node:
         self.sent.append([self.collection[i] for i in indexes])
 
 
-def test_the_scheduler_hands_out_the_longest_unit_first_and_an_unmeasured_one_among_the_short(monkeypatch):
+def test_the_scheduler_hands_out_the_longest_unit_first_an_unmeasured_test_among_the_short_and_a_new_notebook_early(monkeypatch):
     monkeypatch.setattr(durations, "load", lambda: {"tests/a.py::slow": 60.0, "solutions/01_x.ipynb": 30.0,
                                                     "tests/a.py::short": 1.5})
     collection = ["tests/a.py::short", "tests/a.py::new", "solutions/01_x.ipynb::Cell 0",
-                  "solutions/01_x.ipynb::Cell 1", "tests/a.py::slow", "tests/a.py::tiny"]
+                  "solutions/01_x.ipynb::Cell 1", "tests/a.py::slow", "tests/a.py::tiny", "solutions/02_new.ipynb::Cell 0"]
     scheduler = NotebookScopeScheduling.__new__(NotebookScopeScheduling)  # no xdist session: only the queue matters
     scheduler.workqueue = OrderedDict()
     for nodeid in collection:
@@ -41,4 +41,5 @@ def test_the_scheduler_hands_out_the_longest_unit_first_and_an_unmeasured_one_am
     while scheduler.workqueue:
         scheduler._assign_work_unit(node)
     assert node.sent == [["tests/a.py::slow"], ["solutions/01_x.ipynb::Cell 0", "solutions/01_x.ipynb::Cell 1"],
+                         ["solutions/02_new.ipynb::Cell 0"],  # not measured yet: as long as the longest notebook
                          ["tests/a.py::short"], ["tests/a.py::new"], ["tests/a.py::tiny"]]
