@@ -321,6 +321,47 @@ def test_gradings_are_boxes_apart_from_each_other_and_from_the_machine(tmp_path,
     assert not list(Path("/dev/shm").glob(f"crashlab-probe-{tag}-*")), "nothing left in the machine's /dev/shm"
 
 
+FLOOD_STDERR = """import os
+def target(fd):
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return ""
+log = [int(fd) for fd in os.listdir("/proc/self/fd") if target(fd).endswith(".log")]
+line, written = b"x" * 65535 + b"\\n", 0
+try:
+    while written < (8 << 20):
+        written += os.write(log[0], line)  # the runner's stderr, inherited: the grader's log of the run
+except OSError:
+    pass
+open("wrote", "w").write(str(written))
+"""
+
+
+def test_what_a_kernel_writes_to_the_stderr_it_inherits_is_bounded(tmp_path, monkeypatch):
+    """The notebook's runner logs to a file of the grader's, and the kernel and all it starts inherit it as their
+    stderr: a kernel that writes gigabytes there would fill the machine's disk past every limit of the box. That log
+    is on a file system of its own, a few MiB, as is the folder of the runs on the reference answers (the student's
+    code, as another user); the grading says which limit was met, and the run goes on."""
+    import crashlab.plumbing.sandbox_box as box
+    from crashlab.grading.isolation import Deadline, run_submission
+
+    monkeypatch.setattr(box, "LOG_BYTES", 1 << 20, raising=False)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(FLOOD_STDERR)])
+    isolation = Isolation(None, True, hide=())
+    try:
+        run_submission(nb, isolation, Deadline(600), 300)
+        wrote = int((isolation.workdir / "wrote").read_text())
+        logged = max(os.stat(log).st_size for log in isolation.box.glob("*/run_notebook.log"))
+        refs = os.statvfs(isolation.refs)
+        said = " ".join(isolation.limits_met())
+    finally:
+        isolation.close()
+    assert wrote < 2 << 20 and logged <= 1 << 20, (wrote, logged)
+    assert refs.f_blocks * refs.f_frsize <= box.FILES_BYTES and refs.f_files <= box.FILES_COUNT, refs
+    assert "filled the notebook's log (its limit: 1 MiB)" in said, said
+
+
 # --- root writes: a planted link of every kind at every path root writes -----------------------------------------
 KINDS = ("file", "folder", "dangling", "dev_shm", "root_file")
 
