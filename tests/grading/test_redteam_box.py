@@ -637,6 +637,42 @@ def test_without_any_seal_a_master_scores_full_marks_and_the_results_say_what_wa
     assert "without its own" in report.table()
 
 
+def test_without_a_view_the_answers_being_graded_and_the_masters_are_kept_from_the_students_users(monkeypatch):
+    """A container without CAP_SYS_ADMIN (Gradescope's) gives the grading no view of its own, and the library's answers
+    to lesson 1 ship for lesson 2's agents: any user may read them, and a lesson 1 notebook that read the file (rather
+    than import it) scored 6 of 12 with nothing answered. Each of the grading's users gets an ACL entry that grants it
+    nothing on them and on the masters, for as long as the grading lasts; a grading of lesson 2 reads lesson 1's
+    answers as before, even after a grading of lesson 1 in the same slot was killed before it took its entries off."""
+    from crashlab.answers import answer_files
+
+    monkeypatch.setenv("CRASHLAB_SANDBOX_WITHOUT", "network,ipc,limits,files,view")
+    answers = answer_files("01")[0]
+
+    def reads(isolation, path) -> bool:
+        probe = isolation.popen(["cat", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return probe.wait(60) == 0
+
+    said = {}
+    first = Isolation(None, True, hide=(SOLUTIONS, *map(Path, answer_files("01"))), lesson="01")
+    try:
+        said["01"] = (reads(first, answers), reads(first, SOLUTIONS / "01_naive_event_log.ipynb"))
+        killed = list(getattr(first, "denied", []))
+        first.denied = []  # as if SIGKILLed: its entries stay on
+    finally:
+        first.close()
+    try:
+        later = Isolation(None, True, hide=(SOLUTIONS, *map(Path, answer_files("02"))), lesson="02")
+        try:
+            said["02"] = (reads(later, answers), reads(later, SOLUTIONS / "01_naive_event_log.ipynb"))
+        finally:
+            later.close()
+    finally:
+        from crashlab.plumbing.sandbox_acl import allow
+
+        allow(killed, first.sandbox.uids)
+    assert said == {"01": (False, False), "02": (True, False)}, said
+
+
 # What a Docker container keeps by default (a Gradescope image, say): no CAP_SYS_ADMIN, no CAP_SYS_PTRACE.
 CONTAINER_CAPABILITIES = ("chown", "dac_override", "fowner", "fsetid", "kill", "setgid", "setuid", "setpcap",
                           "net_bind_service", "net_raw", "sys_chroot", "mknod", "audit_write", "setfcap")

@@ -77,6 +77,7 @@ class Isolation:
         self.network: OwnNetwork | None = None
         self.limits: Limits | None = None
         self.mounted: list[Path] = []
+        self.denied: list[str] = []  # what an ACL entry keeps from the sandbox users where there is no view
         self._already_running: set[int] = set()
         # The crash matrices' rows, worlds and agent outputs: a folder of root's that agents can pass through to
         # their own row but not list, and that the sandbox's view of the machine includes.
@@ -128,9 +129,12 @@ class Isolation:
         self.sealed["view"] = self.slot.hidden
         self.sealed["ipc"] = self.slot.ipc
         if not self.slot.hidden:
+            kept = self._deny_without_view(hide)
             self.notes.append("this machine allows no mount namespaces (a container without CAP_SYS_ADMIN?): the "
-                              "student's code could read whatever the machine lets any user read, the masters and the "
-                              "answers being graded included, and shares the machine's /dev/shm and IPC")
+                              "student's code could read whatever the machine lets any user read" +
+                              (" but this checkout's masters and the answers being graded (an ACL entry each keeps "
+                               "them from its users)" if kept else ", the masters and the answers being graded "
+                               "included") + ", and shares the machine's /dev/shm and IPC")
         elif not self.slot.ipc:
             self.notes.append("this machine allows no IPC namespaces: the student's processes share System V shared "
                               "memory and message queues with the machine's")
@@ -164,6 +168,19 @@ class Isolation:
         if not self.network.ok:
             self.notes.append(f"no network namespace for the grading ({self.network.why}): its processes share the "
                               "machine's loopback, where another grading's worlds and servers are reachable")
+
+    def _deny_without_view(self, hide) -> bool:
+        """With no view of its own, what ``hide`` names stays readable by any user: an ACL entry per sandbox user that
+        grants nothing (see :mod:`crashlab.plumbing.sandbox_acl`), taken off at :meth:`close`. Whether all were set."""
+        from crashlab.answers import answer_files
+        from crashlab.plumbing.sandbox_acl import allow, deny
+
+        assert self.slot is not None
+        uids = self.slot.sandbox.uids
+        allow(answer_files("00"), uids)  # what a grader killed in this slot left on: a later lesson needs them
+        wanted = [str(path) for path in hide if os.path.lexists(path)]
+        self.denied = deny(wanted, uids)
+        return len(self.denied) == len(wanted)
 
     def give_lesson_files(self, lessons: list[str], solutions: Path) -> None:
         """A lesson that runs earlier lessons' reference agents gets just those files, not the masters: written by
@@ -278,6 +295,11 @@ class Isolation:
         self.mounted = []
         if self.limits is not None:
             self.limits.remove()
+        if self.denied and self.slot is not None:
+            from crashlab.plumbing.sandbox_acl import allow
+
+            allow(self.denied, self.slot.sandbox.uids)
+            self.denied = []
         if self.slot is not None:
             self.slot.close()
         else:
