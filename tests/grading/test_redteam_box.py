@@ -673,6 +673,37 @@ def test_without_a_view_the_answers_being_graded_and_the_masters_are_kept_from_t
     assert said == {"01": (False, False), "02": (True, False)}, said
 
 
+FILE_RIGHTS_UNDER_SUDO = """import os, sys
+from crashlab.plumbing.sandbox_users import set_fs_ids
+os.setgroups([0])  # as sudo, or a container, starts root: in group root
+set_fs_ids(65534, 65534)
+try:
+    print(open(sys.argv[1]).read())
+except OSError as exc:
+    print(exc)
+"""
+
+
+def test_the_judges_file_rights_are_the_sandbox_users_even_when_root_starts_in_group_root():
+    """The judge reads and runs with the sandbox user's file rights (setfsuid). Started by sudo (the classroom workflow
+    on a GitHub runner), root also has group 0, which the kernel checks beside the file user: every folder of group
+    root then showed the sandbox user its group's rights, not other's -- /root is 0701, and a Python under it could
+    not be run (lesson 1's master scored 7 of 12 when graded under sudo with such a Python)."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="crashlab-like-root-", dir="/tmp"))  # every folder above it: other may pass
+    (folder / "python.txt").write_text("runs")
+    os.chmod(folder / "python.txt", 0o644)
+    os.chown(folder, 0, 0)
+    os.chmod(folder, 0o701)
+    try:
+        done = subprocess.run([sys.executable, "-c", FILE_RIGHTS_UNDER_SUDO, str(folder / "python.txt")],
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        shutil.rmtree(folder)
+    assert done.stdout.strip() == "runs", done.stdout + done.stderr
+
+
 # What a Docker container keeps by default (a Gradescope image, say): no CAP_SYS_ADMIN, no CAP_SYS_PTRACE.
 CONTAINER_CAPABILITIES = ("chown", "dac_override", "fowner", "fsetid", "kill", "setgid", "setuid", "setpcap",
                           "net_bind_service", "net_raw", "sys_chroot", "mknod", "audit_write", "setfcap")
