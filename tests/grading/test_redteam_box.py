@@ -341,8 +341,9 @@ open("wrote", "w").write(str(written))
 def test_what_a_kernel_writes_to_the_stderr_it_inherits_is_bounded(tmp_path, monkeypatch):
     """The notebook's runner logs to a file of the grader's, and the kernel and all it starts inherit it as their
     stderr: a kernel that writes gigabytes there would fill the machine's disk past every limit of the box. That log
-    is on a file system of its own, a few MiB, as is the folder of the runs on the reference answers (the student's
-    code, as another user); the grading says which limit was met, and the run goes on."""
+    is on a file system of its own, a few MiB, as are the folder of the runs on the reference answers (the student's
+    code, as another user) and the earlier lessons' files handed to the sandbox user; the grading says which limit was
+    met, and the run goes on."""
     import crashlab.plumbing.sandbox_box as box
     from crashlab.grading.isolation import Deadline, run_submission
 
@@ -353,12 +354,13 @@ def test_what_a_kernel_writes_to_the_stderr_it_inherits_is_bounded(tmp_path, mon
         run_submission(nb, isolation, Deadline(600), 300)
         wrote = int((isolation.workdir / "wrote").read_text())
         logged = max(os.stat(log).st_size for log in isolation.box.glob("*/run_notebook.log"))
-        refs = os.statvfs(isolation.refs)
+        bounded = [os.statvfs(folder) for folder in (isolation.refs, isolation.lessons)]
         said = " ".join(isolation.limits_met())
     finally:
         isolation.close()
     assert wrote < 2 << 20 and logged <= 1 << 20, (wrote, logged)
-    assert refs.f_blocks * refs.f_frsize <= box.FILES_BYTES and refs.f_files <= box.FILES_COUNT, refs
+    for fs in bounded:
+        assert fs.f_blocks * fs.f_frsize <= box.FILES_BYTES and fs.f_files <= box.FILES_COUNT, fs
     assert "filled the notebook's log (its limit: 1 MiB)" in said, said
 
 

@@ -140,10 +140,12 @@ class Isolation:
                               "memory and message queues with the machine's")
         # Every folder a student's process writes into, or whose file it holds open (the notebook runner's stderr,
         # which the kernel and all it starts inherit, is in ``logs``), is a file system of a size: none of them can
-        # fill the machine's disk. The reference runs' folder is the student's code's too, run as another user.
+        # fill the machine's disk. The reference runs' folder is the student's code's too, run as another user, and
+        # the earlier lessons' files are handed to the sandbox user for the checks whose matrices run the student's
+        # agents beside them.
         files = [(folder, mount_tmpfs(folder, size, FILES_COUNT, mode)) for folder, mode, size in
                  ((self.workdir, 0o700, FILES_BYTES), (self.scratch, 0o711, FILES_BYTES),
-                  (self.refs, 0o700, FILES_BYTES), (self.logs, 0o700, LOG_BYTES))]
+                  (self.refs, 0o700, FILES_BYTES), (self.lessons, 0o755, FILES_BYTES), (self.logs, 0o700, LOG_BYTES))]
         self.mounted = [folder for folder, why in files if why is None]
         self.sealed["files"] = f"{FILES_BYTES // 1024 ** 2} MiB and {FILES_COUNT} files" if not any(
             why for _, why in files) else False
@@ -265,7 +267,8 @@ class Isolation:
 
         said = self.limits.hit() if self.limits is not None else []
         for folder, name in ((self.workdir, "the student's folder"), (self.scratch, "the crash rows' folder"),
-                             (self.refs, "the reference runs' folder"), (self.logs, "the notebook's log")):
+                             (self.refs, "the reference runs' folder"), (self.lessons, "the earlier lessons' folder"),
+                             (self.logs, "the notebook's log")):
             used = full(folder) if folder in self.mounted else None
             if used:
                 size = LOG_BYTES if folder == self.logs else FILES_BYTES
