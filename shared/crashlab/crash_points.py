@@ -179,6 +179,15 @@ def row_label(first: str | CrashPoint, then: str | CrashPoint | None = None) -> 
     return str(CrashPoint.parse(first)) + ("" if then is None else THEN + str(CrashPoint.parse(then)))
 
 
+def row_label_lines(label: str, width: int) -> list[str]:
+    """A row's label as a table's first column of ``width`` characters prints it: whole when it fits, else a double
+    crash's ``A + B`` as ``A +`` on a line of its own, then ``  B`` beside the row's cells."""
+    first, then, second = label.partition(THEN)
+    if len(label) <= width or not then:
+        return [label]
+    return [f"{first}{THEN.rstrip()}", f"  {second}"]
+
+
 def row_points(label: str) -> tuple[CrashPoint, ...]:
     """The crashes of a row, read from its label: none for :data:`BASELINE`, one, or two for a double crash."""
     if label == BASELINE:
@@ -313,4 +322,4 @@ def double_crash_pairs(sample: int | None = 6, fail: str | None = None) -> list[
 __all__ = ["ALLOWED_REPEAT", "ALLOWED_RETRACTION", "BASELINE", "CHUNK", "FORMS", "FORMS_WITH_UNDO", "MID", "MODEL",
            "THEN", "TURN", "WHENS", "CrashPoint", "Moment", "When", "allowed_repeats", "allowed_retractions",
            "boundary_points", "check_crash_point", "check_on_path", "default_points", "double_crash_pairs",
-           "failure_points", "row_label", "row_points"]
+           "failure_points", "row_label", "row_label_lines", "row_points"]

@@ -21,7 +21,7 @@ from crashlab.harness.options import Fault, MatrixKeywords, MatrixOptions
 from crashlab.harness.runs import CrashTestAgents, ProcessRun, RowsStopped, RunningAgent, run_agent, start_agent
 from crashlab.harness.verdicts import EXPECTATIONS, FAILURE_EXPECTATIONS, Row, judge, judge_screen
 from crashlab.harness.launcher import WarmLauncher, kept_launcher
-from crashlab.crash_points import BASELINE, check_on_path, default_points, failure_points, row_label
+from crashlab.crash_points import BASELINE, check_on_path, default_points, failure_points, row_label, row_label_lines
 from crashlab.order import ORDER_ID, check_failure
 from crashlab.plumbing.lines import fit
 from crashlab.plumbing.outputs import MATRIX, write_output
@@ -170,15 +170,6 @@ def resolve_points(points: str | list[str], fail: str | None = None) -> list[str
 POINT_WIDTH = 26
 
 
-def _label_lines(label: str) -> list[str]:
-    """A row's label as the table's first column prints it: whole when it fits :data:`POINT_WIDTH`, else a double
-    crash's ``A + B`` as ``A +`` on a line of its own, then ``  B`` beside the row's cells."""
-    first, plus, second = label.partition(" + ")
-    if len(label) <= POINT_WIDTH or not plus:
-        return [label]
-    return [f"{first} +", f"  {second}"]
-
-
 @dataclass
 class Matrix:
     agent: str
@@ -233,7 +224,7 @@ class Matrix:
                      "-" if row.recovery_s is None else f"{row.recovery_s:5.2f} s"]
             if self.expect != "observe":
                 cells.append("ok" if row.ok else "FAIL")
-            *first, last = _label_lines(row.point)
+            *first, last = row_label_lines(row.point, POINT_WIDTH)
             lines += [[part] + [""] * len(cells) for part in first]
             lines.append([last, *cells])
         widths = [max(len(c) for c in column) for column in zip(header, *lines)]
