@@ -48,7 +48,8 @@ THEN = " + "             # between the two points of a double crash's label: the
 class Moment:
     """An instant at which the world may kill a run: ``when`` a request for ``target`` (:data:`MODEL` or a tool) has
     arrived (``before``) or its effect or answer is committed (``after``); ``call`` numbers that request among the
-    run's requests for the target, or is None where the armed point does not count them."""
+    run's requests the armed point counts (:meth:`CrashPoint.counts`: the target's, or every tool's for ``turn#N``),
+    or is None where the armed point does not count them."""
 
     when: When
     target: str

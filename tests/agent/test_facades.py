@@ -30,7 +30,9 @@ AGENT = [
     "release_item", "reserve_item", "resolve_awakeable", "restate_urls",
     "send_cancellation", "send_confirmation", "serve_endpoint", "state_dir", "stuck_reason", "temporal_address",
     "tool_error_message", "tool_result_message", "undo_request", "undo_steps", "undo_task", "use_quiet_runtime",
-    "validate_tool_call", "warm_up_sdk"
+    "validate_tool_call", "warm_up_sdk",
+    # the long task
+    "SUMMARY_ASK", "backlog_task", "backlog_turns", "is_backlog", "progress_line", "task_for",
 ]
 LESSONS = [
     "AMOUNT", "ENGINES", "AgentError", "BASELINE", "CrashTestAgents", "MAX_TOKENS", "MODEL", "Matrix", "Needs", "ORDER_ID",
@@ -46,7 +48,10 @@ LESSONS = [
     "seconds_per_step", "send_confirmation", "show_figure", "show_log", "show_run", "start_agent", "state_dir",
     "step_result", "stop_worlds", "stopped_before", "temporal_activities", "terminal_summary", "throwaway_postgres", "timeline",
     "undo_steps", "use_quiet_runtime",
-    "variant", "work_in_lesson_folder", "world_service", "zombie_cost"
+    "variant", "work_in_lesson_folder", "world_service", "zombie_cost",
+    # the long task
+    "BacklogAudit", "SUMMARY_ASK", "backlog_id", "backlog_of", "backlog_orders", "backlog_task", "backlog_turns",
+    "boundary_points", "is_backlog", "plan", "progress_line", "task_for",
 ]
 
 

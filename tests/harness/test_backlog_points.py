@@ -47,6 +47,8 @@ def test_a_numbered_point_kills_the_run_at_the_request_it_names(long_world, poin
     assert effects_in_order(long_world, backlog) == [(step.order_id, kinds[step.tool]) for step in plan(backlog)[:committed]]
     audit = long_world.audit(backlog)
     assert audit.lost == [backlog_orders(backlog)[2]] and list(audit.stuck) == [backlog_orders(backlog)[1]]
+    left = f"1 order never started ({backlog_orders(backlog)[2]}); {backlog_orders(backlog)[1]}: charged, no reservation"
+    assert f"{point}: the order did not finish ({left}, no confirmation)" in judge(point, audit, True, None, "durable")
     resumed = run_agent(AGENT, long_world, backlog, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     audit = long_world.audit(backlog)
@@ -81,8 +83,12 @@ def test_boundary_points_are_the_plan_of_a_run_that_compacts(long_world):
 def test_a_summary_lost_in_flight_costs_the_one_allowed_repeat(tmp_path):
     summary = next(p for p in boundary_points(backlog_turns("ORD-BL-002"), PERIOD)
                    if CrashPoint.parse(p).is_model_call)  # after:model#3, the first summary
-    row = crash_row(AGENT, summary, "ORD-BL-002", workdir=tmp_path, timeout=120,
+    row = crash_row(AGENT, summary, "ORD-BL-002", workdir=tmp_path, timeout=120, keep=True, result_bytes=64,
                     extra_env={"CRASHLAB_TEST_COMPACT": str(PERIOD)})
     assert row.reached and row.ok, row.problems
     assert (row.duplicates, row.repeated_model_calls, row.finished) == (0, 1, True)
+    (payments,) = tmp_path.glob("row-*/world/ledgers/payments.db")  # the row's world gave its receipts
+    with sqlite3.connect(payments) as conn:
+        kept = [json.loads(response) for (response,) in conn.execute("SELECT response FROM idempotency_keys")]
+    assert len(kept) == 2 and all(len(reply["receipt"]) == 64 for reply in kept)
     assert str(summary) == "after:model#3" and BASELINE != summary

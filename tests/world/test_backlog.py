@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import zlib
 from pathlib import Path
 
 import httpx
@@ -19,6 +18,7 @@ from crashlab.harness import run_agent
 from crashlab.order import AMOUNT, SKU, TOOL_ORDER, TOOLS, order_details, order_task
 from crashlab.world import World
 from crashlab.world.backlog_audit import BacklogAudit, backlog_audit
+from crashlab.world.ledger import PACK_ABOVE, packed_request, request_text
 
 AGENT = Path(__file__).resolve().parents[1] / "agents" / "backlog_agent.py"
 RESULT_BYTES = 150
@@ -79,10 +79,13 @@ def test_a_plain_loop_works_through_a_backlog_to_a_clean_audit(long_world):
         ("charge", "reservation", "confirmation"), 3)
     amounts = sorted(e["params"]["amount"] for e in audit.effects["charge"])
     assert amounts == sorted(order_details(order)[0] for order in backlog_orders("ORD-BL-003"))
-    # the audit reads the hash, status and stop reason: the request is kept compressed, for a person debugging
+    # the audit reads the hash, status and stop reason; the request is kept, a long one compressed
     with sqlite3.connect(long_world.ledger_dir / "model.db") as conn:
-        packed = conn.execute("SELECT request FROM calls WHERE order_id = 'ORD-BL-003' ORDER BY seq DESC").fetchone()[0]
-    assert json.loads(zlib.decompress(packed))[0]["content"][0]["text"] == backlog_task("ORD-BL-003")
+        kept = conn.execute("SELECT request FROM calls WHERE order_id = 'ORD-BL-003' ORDER BY seq DESC").fetchone()[0]
+    assert json.loads(request_text(kept))[0]["content"][0]["text"] == backlog_task("ORD-BL-003")
+    long_request = json.dumps([{"role": "user", "content": "x" * PACK_ABOVE}])
+    assert isinstance(packed_request(long_request), bytes) and len(packed_request(long_request)) < PACK_ABOVE // 10
+    assert request_text(packed_request(long_request)) == long_request and packed_request(kept) == kept
     assert backlog_audit(long_world.ledger_dir, "ORD-BL-003").as_dict() == audit.as_dict()  # from the files alike
 
 

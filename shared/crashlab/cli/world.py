@@ -57,11 +57,11 @@ def stop_world(args) -> int:
 
 
 def audit_order(args) -> int:
-    from crashlab.world.audit import audit
     from crashlab.world import LedgerError
+    from crashlab.world.backlog_audit import audit_of
 
     try:
-        result = audit(Path(args.state) / "ledgers", args.order, seen=True)
+        result = audit_of(Path(args.state) / "ledgers", args.order, seen=True)  # a backlog's id: every order's
     except LedgerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

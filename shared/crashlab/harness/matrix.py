@@ -46,7 +46,7 @@ def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect
               workdir: Path | None = None, timeout: float = 60.0, keep: bool = False, resumers: int = 1,
               then_crash_at: str | None = None, faults: list[Fault] | None = None, extra_env: dict | None = None,
               launcher: WarmLauncher | LauncherKind | None = "warm", fail: str | None = None,
-              key_lifetime: float | None = None) -> Row:
+              key_lifetime: float | None = None, result_bytes: int = 0) -> Row:
     """One row of the matrix: a fresh world, a crash at ``point`` (or none for the baseline), a resume.
 
     - ``resumers``: how many resume processes start at once after the crash (they race);
@@ -59,7 +59,9 @@ def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect
       (the failure path: the order must end cleanly undone);
     - ``key_lifetime``: the row's world forgets a completed idempotency key that many seconds after its first
       use (as payment providers do after about a day), and the resume starts only once the crashed run's keys
-      are forgotten: an agent that relies on its keys alone charges again.
+      are forgotten: an agent that relies on its keys alone charges again;
+    - ``result_bytes``: the row's world answers a backlog order's tool calls with a receipt of that many characters
+      (``World.start(result_bytes=)``), for a long agent whose conversation must grow.
     """
     _check_key_lifetime(key_lifetime)
     if workdir is not None:  # a lesson's folder that no earlier cell made (its demonstrations skipped) is no error
@@ -68,19 +70,19 @@ def crash_row(agent: str | Path, point: str, order_id: str = ORDER_ID, *, expect
     try:
         with sandboxes.crash_user(home=base):  # while grading: the row's processes, all killed after each crash
             return _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_crash_at, faults,
-                              extra_env, launcher, fail, key_lifetime)
+                              extra_env, launcher, fail, key_lifetime, result_bytes)
     finally:
         if not keep:
             remove_scratch(base)
 
 
 def _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_crash_at, faults, extra_env,
-               launcher, fail=None, key_lifetime=None) -> Row:
+               launcher, fail=None, key_lifetime=None, result_bytes=0) -> Row:
     failing = check_failure(fail) if fail is not None else None  # before any world starts
     sandboxes.give(base)
     if launcher == "warm":
         launcher = kept_launcher()  # once: the row's world and every one of its runs fork from it
-    world = World.start(base / "world", key_lifetime=key_lifetime,
+    world = World.start(base / "world", key_lifetime=key_lifetime, result_bytes=result_bytes,
                         launcher=launcher if isinstance(launcher, WarmLauncher) else None)
     label = row_label(point, then_crash_at)
     try:
@@ -247,7 +249,7 @@ class Matrix:
 
 def crash_test(agent: str | Path, options: MatrixOptions | str | list[str] = "all", order_id: str = ORDER_ID, *,
                baseline: bool = True, progress: bool = True, workdir: str | Path | None = None,
-               extra_env: dict[str, str] | None = None, key_lifetime: float | None = None,
+               extra_env: dict[str, str] | None = None, key_lifetime: float | None = None, result_bytes: int = 0,
                stop_at_first_failure: bool = False, deadline: float | None = None,
                stop: threading.Event | None = None, **matrix: Unpack[MatrixKeywords]) -> Matrix:
     """Run the crash matrix ``options`` on ``agent``: one row per crash point (plus a clean baseline run).
@@ -266,6 +268,10 @@ def crash_test(agent: str | Path, options: MatrixOptions | str | list[str] = "al
     ``fail`` (``"reserve_item"``, ``"reserve_item:out_of_stock"``, ``"out_of_stock"``) runs the matrix through the
     failure path: that step fails for good for the order in every row, ``"all"`` means the points of the do
     steps up to it and of the undo steps, and each row must end ``cleanly undone`` (see :data:`FAILURE_EXPECTATIONS`).
+
+    ``order_id`` may be a backlog's (``ORD-BL-008``, the long task: :mod:`crashlab.backlog`); its points are then
+    numbered ones (``after:turn#9``, ``before:charge_card#4``, :func:`~crashlab.crash_points.boundary_points`), and
+    ``result_bytes`` gives its orders' tool replies a receipt of that many characters in every row's world.
 
     ``deadline`` (a ``time.monotonic()`` value): when it passes, the rows still running are stopped (their agents
     killed) and no other row starts; the matrix comes back with ``past_deadline`` set and those rows in
@@ -328,7 +334,8 @@ def crash_test(agent: str | Path, options: MatrixOptions | str | list[str] = "al
             try:
                 row = rows_running.run(crash_row, agent, point, order_id, expect=expect, workdir=workdir,
                                        timeout=timeout, resumers=resumers, then_crash_at=second, faults=faults,
-                                       extra_env=extra_env, launcher=warm, fail=fail, key_lifetime=key_lifetime)
+                                       extra_env=extra_env, launcher=warm, fail=fail, key_lifetime=key_lifetime,
+                                       result_bytes=result_bytes)
             except RowsStopped:
                 if late.is_set():
                     return None

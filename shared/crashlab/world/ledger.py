@@ -55,7 +55,7 @@ CREATE TABLE IF NOT EXISTS calls (
     order_id      TEXT,
     messages_hash TEXT NOT NULL,
     repeat_of     INTEGER,             -- seq of the earlier call with the same messages, if any
-    request       BLOB NOT NULL,       -- the messages, zlib-compressed canonical JSON (packed_request); never read
+    request       TEXT NOT NULL,       -- the messages' canonical JSON; a long one zlib-compressed (packed_request)
     status        INTEGER NOT NULL,
     stop_reason   TEXT,
     reply         TEXT,
@@ -207,13 +207,22 @@ def record_effect(conn: sqlite3.Connection, effect: dict | None, response: str, 
     return None
 
 
-def packed_request(request_json: str) -> bytes:
-    """A model call's request as the model ledger keeps it: zlib-compressed. A long agent sends its whole conversation
-    every turn, so the requests of N turns weigh O(N^2) bytes; nothing in the course reads them back (the audit reads
-    the hash, the status and the stop reason only), and a person debugging a run unpacks one with
-    ``json.loads(zlib.decompress(row["request"]))``. Compressed, a conversation whose tool results repeat themselves
-    (a backlog's receipts) costs a fraction of its size."""
-    return zlib.compress(request_json.encode(), 6)
+PACK_ABOVE = 32 * 1024  # characters: a longer request is kept zlib-compressed (see packed_request)
+
+
+def packed_request(request_json: str) -> str | bytes:
+    """A model call's request as the model ledger keeps it: its canonical JSON text, as always, up to
+    :data:`PACK_ABOVE` characters (every lesson order's request is far shorter, and lesson 8 reads one back);
+    zlib-compressed bytes above. A long agent sends its whole conversation every turn, so the requests of N turns weigh
+    O(N^2) bytes: compressed, a conversation whose tool results repeat themselves (a backlog's receipts) costs a small
+    fraction of that, and the audit never reads the requests at all (only the hash, the status and the stop reason).
+    :func:`request_text` reads either form back."""
+    return request_json if len(request_json) <= PACK_ABOVE else zlib.compress(request_json.encode(), 6)
+
+
+def request_text(stored: str | bytes) -> str:
+    """The JSON text of a request the model ledger kept (:func:`packed_request`), whichever form it was kept in."""
+    return stored if isinstance(stored, str) else zlib.decompress(stored).decode()
 
 
 def canonical_json(value) -> str:

@@ -334,9 +334,5 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
-
 __all__ = ["TemporalServer", "TemporalServerError", "temporal_binary", "temporal_environment", "ENV_TEMPORAL_BIN",
            "check_dynamic_config", "limits_folder", "main", "serve"]
