@@ -5,13 +5,12 @@ fresh world), ``world_env`` (its endpoints in this process's environment), ``no_
 launcher per module, with the module's ``PRELOAD``) and ``lesson_files`` (a master's files in a scratch folder) --
 and the ``needs_restate`` marker (such a test skips, saying how to install the server, where `make setup` could not).
 
-One pool of two workers for the whole suite: the tests and nbval over the masters.
-
-Run as two phases, each ended with one worker idle while the other finished its longest item, and paid
-for its own start-up. Run in one pool, the two workers stay busy to the end. nbval runs a notebook's
-cells in one kernel, in order, so all the cells of a notebook must go to one worker; every other test
-may go anywhere. xdist's ``loadscope`` groups by module, which would put all of ``test_grading_all``'s
-gradings on one worker; this scheduler groups by notebook only.
+One pool of workers (the Makefile's ``-n``) for the whole suite: the tests and nbval over the masters. Run as
+two phases, each ended with one worker idle while the other finished its longest item, and paid for its own
+start-up; in one pool the workers stay busy to the end. nbval runs a notebook's cells in one kernel, in order,
+so all the cells of a notebook must go to one worker; every other test may go anywhere. xdist's ``loadscope``
+groups by module, which would put all of ``test_grading_all``'s gradings on one worker; this scheduler groups
+by notebook only, and starts the longest units first (:mod:`durations`).
 """
 
 import os
@@ -19,6 +18,7 @@ import os
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
+import durations
 import feedback_guard
 import nbval_kernels
 import silent_waits
@@ -29,12 +29,23 @@ feedback_guard.install()  # before any test module imports the grader's function
 class NotebookScopeScheduling(LoadScopeScheduling):
     """A notebook's cells are one unit of work; every test function is a unit of its own.
 
-    Scopes are queued largest first (xdist's ``loadscopereorder``): the notebooks, the longest items,
-    start at once and the short tests fill the end."""
+    Units are queued longest first, by the seconds each took when last measured (:mod:`durations`): the
+    notebooks and the long gradings start at once and the short tests fill the end, so no worker is still
+    running a minute-long unit after the others have run out of work."""
+
+    _ordered = False
 
     def _split_scope(self, nodeid: str) -> str:
-        path = nodeid.split("::", 1)[0]
-        return path if path.endswith(".ipynb") else nodeid
+        return durations.unit_of(nodeid)
+
+    def _assign_work_unit(self, node) -> None:
+        if not self._ordered:  # the queue is complete by the first assignment; order it once
+            figures = durations.load()
+            queue = sorted(self.workqueue.items(), key=lambda item: -durations.expected(item[0], figures))
+            self.workqueue.clear()
+            self.workqueue.update(queue)
+            self._ordered = True
+        super()._assign_work_unit(node)
 
 
 def pytest_xdist_make_scheduler(config, log):

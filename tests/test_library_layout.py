@@ -29,7 +29,8 @@ def test_every_module_says_what_it_is_for():
 # What writing or reading a crash point's text looks like in code: a point or an OP formatted from its parts, the
 # grammar's pieces used as literals to match or split on. Prose (a docstring's ``after:model#N``) is none of these.
 POINT_GRAMMAR = re.compile("|".join([
-    r"\b(before|after)\s*:\s*\{",              # f"after:{tool}"
+    r"\b(before|mid|after)\s*:\s*\{",          # f"after:{tool}"
+    r"@chunk\{",                                # f"mid:model#{n}@chunk{k}", a point inside a stream
     r"model#\{",                                # f"model#{n}"
     r"\{\s*when\s*\}\s*:",                       # f"{when}:{op}"
     r"[\"']:?model#[\"']",                       # ":model#" or "model#", matched or split on
@@ -50,7 +51,7 @@ def test_no_module_but_crash_points_writes_or_reads_a_point():
 def test_the_grammar_check_finds_what_it_looks_for():
     for line in ['label = f"{point} + {then}"', 'op = f"model#{n}"', 'point = f"{when}:{op}"',
                  'if ":model#" not in self.point:', 'return 1 if point.startswith("after:model#") else 0',
-                 'firsts = [f"before:{tool}", f"after:{tool}"]']:
+                 'firsts = [f"before:{tool}", f"after:{tool}"]', 'point = f"mid:{op}@chunk{k}"']:
         assert POINT_GRAMMAR.search(line), line
     for line in ['"""one at ``after:model#N``"""', 'ALLOWED_REPEAT = "one at after:model#N"', 'kind, _, tool = x.partition(":")']:
         assert not POINT_GRAMMAR.search(line), line

@@ -15,6 +15,13 @@ before it could record it. The resumed run has no record of that answer and asks
 call that no engine can avoid, since no engine can record an answer it never received. Everywhere else a
 repeated model call is an engine's (or an agent's) failure to resume the conversation.
 
+Inside a streamed answer there is a third kind, ``mid:model#N@chunkK``: the Nth model call, killed once its Kth text
+delta has reached the user's screen (K counts text deltas from 1; tool-input JSON is not watched). There too the
+answer never reached the agent whole, so the same one repeat is allowed; and since the user saw part of an answer
+that the resumed run must ask for again, one retraction of that turn from the screen is allowed, at ``mid:`` and at
+a streamed ``after:model#N`` (whose ``message_stop`` the world holds back: every word shown, the answer not yet
+received) -- :attr:`CrashPoint.allowed_retractions`, the screen's analogue of the allowed repeat.
+
 How the world uses it (:mod:`crashlab.world.crashes`): it arms a :class:`CrashPoint`; where a request for a target
 (``model`` or a tool) arrives and where its effect commits, it describes that instant as a :class:`Moment` and
 asks :meth:`CrashPoint.meets`. Calls of a target are numbered (the ``N`` of ``model#N``) only for a point that
@@ -32,14 +39,18 @@ from typing import Literal
 
 from crashlab.order import ALL_TOOLS, TOOL_ORDER, UNDO_TOOLS, check_failure, failure_path
 
-When = Literal["before", "after"]
-WHENS: tuple[When, ...] = ("before", "after")
+When = Literal["before", "mid", "after"]
+WHENS: tuple[When, ...] = ("before", "after")  # every OP has these two; ``mid`` only a streamed model call
+MID: When = "mid"
+CHUNK = "@chunk"  # between a mid point's OP and its K
 MODEL = "model"  # the target of a model call; any other target is a tool of the order, or TURN
 TURN = "turn"    # the target of turn#N: the Nth tool request, whichever tool it is for
-FORMS = f"before:OP or after:OP, OP = model#N, turn#N (N >= 1), a tool or TOOL#N: {', '.join(TOOL_ORDER)}"
+FORMS = (f"before:OP or after:OP, OP = model#N, turn#N (N >= 1), a tool or TOOL#N: {', '.join(TOOL_ORDER)}; or "
+         f"mid:model#N{CHUNK}K (K >= 1), inside a streamed answer")
 FORMS_WITH_UNDO = f"{FORMS} (with --fail, also an undo step: {', '.join(UNDO_TOOLS)})"
 # How the rule reads in a verdict, a legend or a table's key.
 ALLOWED_REPEAT = "one at after:model#N"
+ALLOWED_RETRACTION = "one at mid:model#N@chunkK and a streamed after:model#N"
 BASELINE = "(no crash)"  # the label of a matrix's row without a crash
 THEN = " + "             # between the two points of a double crash's label: the second is met during the resume
 
@@ -49,22 +60,26 @@ class Moment:
     """An instant at which the world may kill a run: ``when`` a request for ``target`` (:data:`MODEL` or a tool) has
     arrived (``before``) or its effect or answer is committed (``after``); ``call`` numbers that request among the
     run's requests the armed point counts (:meth:`CrashPoint.counts`: the target's, or every tool's for ``turn#N``),
-    or is None where the armed point does not count them."""
+    or is None where the armed point does not count them. ``chunk``: inside a streamed answer (``mid``), how many of
+    its text deltas have been sent."""
 
     when: When
     target: str
     call: int | None = None
+    chunk: int | None = None
 
 
 @dataclass(frozen=True)
 class CrashPoint:
-    """``when`` is ``before`` or ``after``; ``target`` is :data:`MODEL`, a tool name or :data:`TURN` (any tool);
-    ``call`` is the Nth request for the target, counted from 1 (a model call's and a turn's point always name one; a
-    tool's without one meets its first request)."""
+    """``when`` is ``before``, ``after`` or ``mid``; ``target`` is :data:`MODEL`, a tool name or :data:`TURN` (any
+    tool); ``call`` is the Nth request for the target, counted from 1 (a model call's and a turn's point always name
+    one; a tool's without one meets its first request). ``chunk``: for ``mid`` only (a streamed model call), the text
+    delta after which the run dies, counted from 1."""
 
     when: When
     target: str
     call: int | None = None
+    chunk: int | None = None
 
     @classmethod
     def parse(cls, text: str | CrashPoint) -> CrashPoint:
@@ -74,7 +89,10 @@ class CrashPoint:
         if isinstance(text, CrashPoint):
             return text
         when, colon, op = (part.strip() for part in str(text).partition(":"))
-        every = f"before:OP or after:OP, OP = model#N, turn#N (N >= 1), a tool or TOOL#N: {', '.join(ALL_TOOLS)}"
+        every = (f"before:OP or after:OP, OP = model#N, turn#N (N >= 1), a tool or TOOL#N: {', '.join(ALL_TOOLS)}; "
+                 f"or mid:model#N{CHUNK}K inside a streamed answer")
+        if when == MID and colon:
+            return cls._parse_mid(str(text), op)
         if when not in WHENS or not colon:
             raise ValueError(f"crash point {text!r} is not {every}")
         numbered = re.fullmatch(r"([a-z_]+)#(\d+)", op)
@@ -93,8 +111,21 @@ class CrashPoint:
                              f"(TOOL or TOOL#N) of {', '.join(ALL_TOOLS)}")
         return cls(when, op)
 
+    @classmethod
+    def _parse_mid(cls, text: str, op: str) -> CrashPoint:
+        """``mid:model#N@chunkK``: only a model call streams, and K counts its text deltas from 1."""
+        found = re.fullmatch(rf"{MODEL}#(\d+){CHUNK}(\d+)", op)
+        if not found:
+            raise ValueError(f"crash point {text!r}: a point inside a stream is mid:model#N@chunkK (the Nth model "
+                             f"call, killed once its Kth text delta reached the user); a tool call does not stream")
+        call, chunk = int(found.group(1)), int(found.group(2))
+        if call < 1 or chunk < 1:
+            raise ValueError(f"crash point {text!r}: model calls and chunks are counted from 1 (mid:model#1@chunk1 "
+                             f"is the first text delta of the first call)")
+        return cls(MID, MODEL, call, chunk)
+
     def __str__(self) -> str:
-        return f"{self.when}:{self.op}"
+        return f"{self.when}:{self.op}" + ("" if self.chunk is None else f"{CHUNK}{self.chunk}")
 
     @property
     def op(self) -> str:
@@ -107,9 +138,16 @@ class CrashPoint:
 
     @property
     def allowed_repeats(self) -> int:
-        """Repeated model calls a correct agent may show for this crash: one at ``after:model#N`` (see the module's
-        docstring), none anywhere else."""
-        return 1 if self.is_model_call and self.when == "after" else 0
+        """Repeated model calls a correct agent may show for this crash: one at ``after:model#N`` and at
+        ``mid:model#N@chunkK`` (see the module's docstring), none anywhere else."""
+        return 1 if self.is_model_call and self.when != "before" else 0
+
+    @property
+    def allowed_retractions(self) -> int:
+        """Turns a correct streaming agent may withdraw from the user's screen for this crash: one where part or all
+        of an answer was shown and never received whole (``mid:model#N@chunkK``, a streamed ``after:model#N``),
+        none anywhere else. A point whose call was not streamed shows nothing, so its allowance is never used."""
+        return self.allowed_repeats
 
     def aims_at(self, target: str) -> bool:
         """Whether a request for ``target`` (:data:`MODEL` or a tool) is one this point is about: its own target, or
@@ -124,7 +162,8 @@ class CrashPoint:
     def meets(self, moment: Moment) -> bool:
         """Whether the world, at ``moment``, has reached this point."""
         return (moment.when == self.when and self.aims_at(moment.target)
-                and (self.call is None or moment.call == self.call))
+                and (self.call is None or moment.call == self.call)
+                and (self.chunk is None or moment.chunk == self.chunk))
 
 
 def check_crash_point(text: str) -> str:
@@ -155,17 +194,28 @@ def allowed_repeats(label: str | CrashPoint) -> int:
     return sum(point.allowed_repeats for point in crashes)
 
 
+def allowed_retractions(label: str | CrashPoint) -> int:
+    """How many retractions from the user's screen a correct streaming agent may show in the row ``label``: one for
+    each of its crashes at ``mid:model#N@chunkK`` or ``after:model#N`` (see :attr:`CrashPoint.allowed_retractions`)."""
+    crashes = (label,) if isinstance(label, CrashPoint) else row_points(label)
+    return sum(point.allowed_retractions for point in crashes)
+
+
 # --- the points a run passes through --------------------------------------------------------------------------------
 def _both(target: str, call: int | None = None) -> list[str]:
     return [str(CrashPoint(when, target, call)) for when in WHENS]
 
 
-def default_points(model_calls: int = len(TOOL_ORDER) + 1) -> list[str]:
+def default_points(model_calls: int = len(TOOL_ORDER) + 1, *, stream: bool = False) -> list[str]:
     """Every crash point a correct run of the order task passes through, in order: four model calls (one per
-    tool, then the final answer) and three tool calls."""
+    tool, then the final answer) and three tool calls. ``stream``: the run streams its model calls, so each has a
+    point inside its stream too, ``mid:model#N@chunk2`` (every reply of the order has at least three text
+    deltas), and the final answer one more, ``mid:model#N@chunk6`` (its first words on screen, most still to come)."""
     points: list[str] = []
     for n in range(1, model_calls + 1):
-        points += _both(MODEL, n)
+        before, after = _both(MODEL, n)
+        mids = [CrashPoint(MID, MODEL, n, 2)] + ([CrashPoint(MID, MODEL, n, 6)] if n == model_calls else [])
+        points += [before, *(str(mid) for mid in mids if stream), after]
         if n <= len(TOOL_ORDER):
             points += _both(TOOL_ORDER[n - 1])
     return points
@@ -260,6 +310,7 @@ def double_crash_pairs(sample: int | None = 6, fail: str | None = None) -> list[
     return pairs
 
 
-__all__ = ["ALLOWED_REPEAT", "BASELINE", "FORMS", "FORMS_WITH_UNDO", "MODEL", "THEN", "TURN", "WHENS", "CrashPoint",
-           "Moment", "When", "allowed_repeats", "boundary_points", "check_crash_point", "check_on_path", "default_points",
-           "double_crash_pairs", "failure_points", "row_label", "row_points"]
+__all__ = ["ALLOWED_REPEAT", "ALLOWED_RETRACTION", "BASELINE", "CHUNK", "FORMS", "FORMS_WITH_UNDO", "MID", "MODEL",
+           "THEN", "TURN", "WHENS", "CrashPoint", "Moment", "When", "allowed_repeats", "allowed_retractions",
+           "boundary_points", "check_crash_point", "check_on_path", "default_points", "double_crash_pairs",
+           "failure_points", "row_label", "row_points"]

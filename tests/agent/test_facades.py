@@ -31,6 +31,7 @@ AGENT = [
     "send_cancellation", "send_confirmation", "serve_endpoint", "state_dir", "stuck_reason", "temporal_address",
     "tool_error_message", "tool_result_message", "undo_request", "undo_steps", "undo_task", "use_quiet_runtime",
     "validate_tool_call", "warm_up_sdk",
+    "retract", "screen_cursor", "show",
     # the long task
     "SUMMARY_ASK", "backlog_task", "backlog_turns", "is_backlog", "progress_line", "task_for",
 ]
@@ -49,6 +50,7 @@ LESSONS = [
     "step_result", "stop_worlds", "stopped_before", "temporal_activities", "terminal_summary", "throwaway_postgres", "timeline",
     "undo_steps", "use_quiet_runtime",
     "variant", "work_in_lesson_folder", "world_service", "zombie_cost",
+    "judge_screen",
     # the long haul's measures
     "bytes_by_turn", "growth_exponent", "growth_plot", "history_signals", "human_bytes", "one_record", "temporal_runs",
     # the long task

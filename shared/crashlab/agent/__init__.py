@@ -35,6 +35,7 @@ from crashlab.agent.model import (MAX_TOKENS, MODEL, MODEL_TIMEOUT, ONE_TOOL_PER
                                   first_tool_use, model_client, real_api_enabled, tool_error_message,
                                   tool_result_message, warm_up_sdk)
 from crashlab.agent.run import agent_main
+from crashlab.agent.screen import retract, screen_cursor, show
 from crashlab.agent.tools import (TOOL_TIMEOUT, call_tool, charge_card, list_charges, list_reservations,
                                   refund_charge, release_item,
                                   reserve_item, send_cancellation, send_confirmation, validate_tool_call)
@@ -71,4 +72,5 @@ __all__ = ["ALL_TOOL_SCHEMAS", "AMOUNT", "COMPENSATION_TOOLS", "MAX_TOKENS", "MO
            "undo_request", "undo_steps", "undo_task", "validate_tool_call", "warm_up_sdk",
            "TemporalUnavailable", "connect", "namespace_for", "temporal_address", "use_quiet_runtime",
            "RestateUnavailable", "attach", "call_handler", "endpoint_for", "invocation_row", "journal_names",
-           "resolve_awakeable", "restate_urls", "serve_endpoint", "stuck_reason", "CorruptLogError", "append_event"]
+           "resolve_awakeable", "restate_urls", "serve_endpoint", "stuck_reason", "CorruptLogError", "append_event",
+           "retract", "screen_cursor", "show"]

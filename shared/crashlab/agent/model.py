@@ -3,8 +3,12 @@ the real API), with one-line errors, and the helpers that turn its replies into 
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+from contextlib import contextmanager
+from types import ModuleType
+from typing import Iterator
 
 from crashlab.agent.connection import HOW_TO_START, TLS, one_line
 from crashlab.envnames import ENV_MODEL_URL
@@ -37,13 +41,34 @@ class Messages:
 
         The course's agents run one tool per turn, each with its own key and journal entry. A real model may
         ask for several tools in one reply, which such a loop would half answer (the API then refuses the
-        next request); so unless the caller chooses otherwise, the model is told to ask for one at a time."""
+        next request); so unless the caller chooses otherwise, the model is told to ask for one at a time.
+        With ``stream=True``, the SDK's raw events (:class:`~crashlab.agent.streaming.ModelEvents`), each read with
+        the same one-line errors."""
+        with self._one_line_errors():
+            reply = self._sdk.messages.create(**_one_tool_per_turn(kwargs))
+        if kwargs.get("stream") is True:
+            from crashlab.agent.streaming import ModelEvents
+
+            return ModelEvents(reply, self._one_line_errors)
+        return reply
+
+    def stream(self, **kwargs):
+        """``anthropic.Anthropic().messages.stream``: ``with client.messages.stream(...) as stream:``, the SDK's
+        stream (:class:`~crashlab.agent.streaming.ModelStream`), whose request *and* iteration raise
+        :class:`ModelCallFailed` in one line -- a stream cut or stalled mid-answer included, which the SDK itself
+        lets through as the HTTP library's exception (see :mod:`crashlab.agent.streaming`)."""
+        from crashlab.agent.streaming import ModelStreamManager
+
+        return ModelStreamManager(self._sdk.messages.stream(**_one_tool_per_turn(kwargs)), self._one_line_errors)
+
+    @contextmanager
+    def _one_line_errors(self) -> Iterator[None]:
+        """The SDK's errors, and the HTTP library's from inside a started stream, as the course's one-line ones."""
         import anthropic
 
-        if kwargs.get("tools") and "tool_choice" not in kwargs:
-            kwargs["tool_choice"] = ONE_TOOL_PER_TURN
+        http = sdk_http_library()
         try:
-            return self._sdk.messages.create(**kwargs)
+            yield
         except anthropic.APITimeoutError:
             raise ModelCallFailed(f"the model at {self._where} did not answer within its timeout -- the request may "
                                   "or may not have been received") from None
@@ -59,6 +84,18 @@ class Messages:
         except anthropic.APIError as exc:  # a reply that is not a model's answer
             raise ModelCallFailed(f"the model at {self._where} sent a reply that is not an answer "
                                   f"({one_line(exc.message)})") from None
+        except http.TimeoutException as exc:  # inside a started stream: the SDK does not wrap these
+            raise ModelCallFailed(f"the model's stream from {self._where} stalled mid-answer ({type(exc).__name__}: "
+                                  f"nothing for {MODEL_TIMEOUT:g} s) -- the answer was not received whole") from None
+        except http.TransportError as exc:
+            raise ModelCallFailed(f"the model's stream from {self._where} was cut mid-answer ({type(exc).__name__}) "
+                                  "-- the answer was not received whole") from None
+
+
+def _one_tool_per_turn(kwargs: dict) -> dict:
+    if kwargs.get("tools") and "tool_choice" not in kwargs:
+        return {**kwargs, "tool_choice": ONE_TOOL_PER_TURN}
+    return kwargs
 
 
 class ModelClient:
@@ -141,6 +178,15 @@ def tool_error_message(tool_use_id: str, error: Exception) -> dict:
 
 
 
+def sdk_http_library() -> ModuleType:
+    """The HTTP library the SDK is built on (the module its default client class comes from), whose exceptions
+    a started stream lets through."""
+    import anthropic
+
+    base = next(c for c in anthropic.DefaultHttpxClient.__mro__ if not c.__module__.startswith("anthropic"))
+    return importlib.import_module(base.__module__.split(".")[0])
+
+
 def warm_up_sdk() -> None:
     """Send one request through the SDK to a canned reply made in this process: no server and no world sees it.
 
@@ -148,12 +194,9 @@ def warm_up_sdk() -> None:
     reply with -- about 60 ms of CPU in every agent process. The warm launcher (:mod:`crashlab.harness.launcher`) calls
     this before it forks, so each agent process starts with that done, as it starts with the SDK imported. The
     call leaves nothing an agent could see: no client, no log, no count."""
-    import importlib
-
     import anthropic
 
-    base = next(c for c in anthropic.DefaultHttpxClient.__mro__ if not c.__module__.startswith("anthropic"))
-    http = importlib.import_module(base.__module__.split(".")[0])  # the HTTP library the SDK is built on
+    http = sdk_http_library()
     reply = {"id": "msg_warm_up", "type": "message", "role": "assistant", "model": MODEL,
              "content": [{"type": "text", "text": "warm-up"},
                          {"type": "tool_use", "id": "toolu_warm_up", "name": "charge_card",
@@ -170,5 +213,5 @@ def warm_up_sdk() -> None:
 
 __all__ = ["MAX_TOKENS", "MODEL", "MODEL_TIMEOUT", "ONE_TOOL_PER_TURN", "Messages", "ModelClient", "async_sdk_client",
            "content_to_dicts", "world_model_url",
-           "first_tool_use", "model_client", "real_api_enabled", "tool_error_message", "tool_result_message",
+           "first_tool_use", "model_client", "real_api_enabled", "sdk_http_library", "tool_error_message", "tool_result_message",
            "warm_up_sdk"]

@@ -25,8 +25,8 @@ from crashlab.crash_points import BASELINE, double_crash_pairs
 from crashlab.harness.options import MatrixOptions
 from crashlab.harness.matrix import MAX_RESUMERS, Matrix, crash_row, crash_test, resolve_points
 from crashlab.harness.runs import CrashTestAgents, ProcessRun, RowsStopped, RunningAgent, run_agent, run_python, start_agent
-from crashlab.harness.verdicts import EXPECTATIONS, FAILURE_EXPECTATIONS, Row, judge
+from crashlab.harness.verdicts import EXPECTATIONS, FAILURE_EXPECTATIONS, Row, judge, judge_screen
 
 __all__ = ["crash_test", "crash_row", "run_agent", "run_python", "start_agent", "double_crash_pairs", "resolve_points",
            "judge", "Matrix", "Row", "ProcessRun", "RowsStopped", "EXPECTATIONS", "FAILURE_EXPECTATIONS", "BASELINE",
-           "RunningAgent", "CrashTestAgents", "MatrixOptions", "MAX_RESUMERS"]
+           "RunningAgent", "CrashTestAgents", "MatrixOptions", "MAX_RESUMERS", "judge_screen"]

@@ -19,7 +19,7 @@ from crashlab.plumbing import sandbox as sandboxes
 from crashlab.course.metadata import Expect, LauncherKind
 from crashlab.harness.options import Fault, MatrixKeywords, MatrixOptions
 from crashlab.harness.runs import CrashTestAgents, ProcessRun, RowsStopped, RunningAgent, run_agent, start_agent
-from crashlab.harness.verdicts import EXPECTATIONS, FAILURE_EXPECTATIONS, Row, judge
+from crashlab.harness.verdicts import EXPECTATIONS, FAILURE_EXPECTATIONS, Row, judge, judge_screen
 from crashlab.harness.launcher import WarmLauncher, kept_launcher
 from crashlab.crash_points import BASELINE, check_on_path, default_points, failure_points, row_label
 from crashlab.order import ORDER_ID, check_failure
@@ -27,6 +27,7 @@ from crashlab.plumbing.outputs import MATRIX, write_output
 from crashlab.plumbing.progress import keep_ticking
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
 from crashlab.world import World
+from crashlab.world.stream import MATRIX_PACE
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -86,6 +87,7 @@ def _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_cra
                         launcher=launcher if isinstance(launcher, WarmLauncher) else None)
     label = row_label(point, then_crash_at)
     try:
+        world.streaming(pace=MATRIX_PACE)  # nobody watches a row: a streaming agent's replies come at once
         if failing is not None:
             world.fail_permanently(order_id, *failing)
         for name, times, arg in faults or []:
@@ -125,6 +127,9 @@ def _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_cra
             recovery = max(r.ended for r in resumes) - min(r.started for r in resumes)
         audit = world.audit(order_id)
         problems += judge(label, audit, reached, last, expect, fail)
+        screen = world.screen_audit(order_id)  # what the user saw, for an agent that shows anything
+        if reached and screen.shows and expect != "observe":
+            problems += judge_screen(label, screen)
         ended = audit.verdict == "cleanly undone" if fail is not None else audit.finished
         return Row(label, reached, audit.counts, audit.duplicates, audit.model_calls, audit.repeated_model_calls,
                    ended and (last is None or last.returncode == 0), recovery, problems, runs, audit.events,

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 
 from crashlab.world.audit import Audit, Event
 from crashlab.world.backlog_audit import BacklogAudit
+from crashlab.world.screen_audit import ScreenAudit
 from crashlab.harness.runs import ProcessRun
-from crashlab.crash_points import ALLOWED_REPEAT, BASELINE, allowed_repeats
+from crashlab.crash_points import ALLOWED_REPEAT, ALLOWED_RETRACTION, BASELINE, allowed_repeats, allowed_retractions
 from crashlab.order import check_failure, failure_path
 
 # What a correct agent must show at each crash point, by name.
@@ -106,4 +107,17 @@ def judge(point: str, audit: Audit | BacklogAudit, reached: bool, last: ProcessR
             problems.append(f"{point}: the order was not cleanly undone ({audit.verdict}: {why})")
     elif not audit.finished:
         problems.append(f"{point}: the order did not finish ({audit.unfinished()})")
+    return problems
+
+
+def judge_screen(point: str, screen: ScreenAudit) -> list[str]:
+    """The problems with what the user saw in the row ``point`` (a point, a double crash's label or the baseline),
+    from the screen's audit: every finding, and retractions beyond those allowed there (:data:`ALLOWED_RETRACTION`:
+    one for each crash where the user watched an answer that was never received whole, none elsewhere)."""
+    problems = [f"{point}: on the user's screen, {problem}" for problem in screen.describe_problems()]
+    allowed = allowed_retractions(point)
+    if screen.retractions > allowed:
+        problems.append(f"{point}: {screen.retractions} retraction(s) of text the user was shown -- "
+                        + (f"allowed: {ALLOWED_RETRACTION}" if allowed else "none is needed here: nothing was "
+                           "shown of an answer the run did not receive whole"))
     return problems

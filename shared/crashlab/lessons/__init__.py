@@ -20,6 +20,8 @@ if TYPE_CHECKING:  # each imported on first use (crashlab.plumbing.lazy reads th
     from crashlab.harness import (BASELINE, CrashTestAgents, Matrix, RunningAgent, crash_row, crash_test,
                                   double_crash_pairs, run_agent, run_python, start_agent)
     from crashlab.harness.launcher import WarmLauncher, kept_launcher
+    # what the user saw of a streamed answer (the world's screen is read through World.screen, World.screen_audit)
+    from crashlab.harness.verdicts import judge_screen
     # the world, the order, and the agent's own clients (a lesson calls a tool by hand, or reads a reply)
     from crashlab.world.control import World
     from crashlab.order import (AMOUNT, ORDER_ID, SKU, TOOLS, TOOLS_WITH_UNDO, UNDO_TOOLS, order_details, order_task,
@@ -92,4 +94,6 @@ __all__ = [
     "run_benchmark", "run_python", "seconds_per_step", "send_confirmation", "show_figure", "show_log", "show_run",
     "start_agent", "state_dir", "step_result", "stop_worlds", "stopped_before", "temporal_activities", "temporal_runs",
     "terminal_summary", "throwaway_postgres", "timeline", "undo_steps", "use_quiet_runtime", "variant",
-    "work_in_lesson_folder", "world_service", "zombie_cost"]
+    "work_in_lesson_folder", "world_service", "zombie_cost",
+    "judge_screen",
+]

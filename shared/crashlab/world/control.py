@@ -27,6 +27,7 @@ from crashlab.world.errors import WorldError
 from crashlab.world.launch import server_options, start_server
 from crashlab.world.folder import AGENT_DIR, LEDGERS, LOG_FILE, READY_FILE, empty_world_folder, take_folder
 from crashlab.world.ledger import LedgerError
+from crashlab.world.screen_admin import ScreenAdmin
 
 KEY_LEASE = 5.0  # seconds an idempotency key stays in flight before a retry may take it over
 
@@ -38,7 +39,7 @@ def _is_seconds(arg) -> bool:
         return False
 
 
-class World:
+class World(ScreenAdmin):
     """A running world: one server process on 127.0.0.1 with its ledgers in ``state_dir``.
 
     ``state_dir/ledgers`` holds the world's ledgers; ``state_dir/agent`` is where agents keep their
@@ -297,11 +298,12 @@ class World:
     def inject(self, fault: str, times: int = 1, arg: str | None = None, order_id: str | None = None) -> None:
         """Arm a fault: ``lost_ack:TOOL`` (commit, then drop the reply), ``latency:TOOL`` (arg: seconds in flight),
         ``refuse:TOOL`` (answer with the status in arg, 400 or 503 say, and do nothing), ``malformed_reply`` (arg:
-        unknown_tool, missing_args or bad_type), ``parallel_tool_use`` (tools in one reply). TOOL may be an undo tool too.
+        unknown_tool, missing_args or bad_type), ``parallel_tool_use`` (tools in one reply), ``cut_stream`` (a streamed
+        reply's connection dropped after arg text deltas, 1 by default; the agent left alive). TOOL may be an undo tool.
         With ``order_id`` only requests for that order meet it (and use it up); None: any order's.
         For a step that fails for good, see :meth:`fail_permanently`."""
         from crashlab.order import ALL_TOOLS
-        from crashlab.world.policy import MALFORMED_REPLIES, MODEL_FAULTS
+        from crashlab.world.policy import MODEL_FAULT_ARGS, MODEL_FAULTS
 
         kind, _, tool = fault.partition(":")
         if fault not in MODEL_FAULTS and (kind not in ("lost_ack", "latency", "refuse") or tool not in ALL_TOOLS):
@@ -309,8 +311,8 @@ class World:
                              f"{', '.join(ALL_TOOLS)}) or {' or '.join(MODEL_FAULTS)} -- an unknown fault would never fire")
         if kind == "latency" and not _is_seconds(arg):
             raise ValueError(f"{fault} needs arg= seconds in flight, such as '0.5', got {arg!r}")
-        if fault == "malformed_reply" and arg not in MALFORMED_REPLIES:
-            raise ValueError(f"malformed_reply needs arg= one of {MALFORMED_REPLIES}")
+        if fault in MODEL_FAULT_ARGS and not MODEL_FAULT_ARGS[fault][0](arg):
+            raise ValueError(f"{fault} needs arg= {MODEL_FAULT_ARGS[fault][1]}, got {arg!r}")
         if fault.startswith("refuse:") and not (arg is None or (str(arg).isdigit() and 400 <= int(arg) <= 599)):
             raise ValueError(f"{fault} needs arg= an HTTP error status such as '400' or '503', got {arg!r}")
         if order_id is not None:
@@ -378,10 +380,7 @@ class World:
 
         if self._token and not self._stopped:
             return audit_from_json(self._admin("GET", "audit", params={"order_id": order_id}))
-        if self._scratch:
-            raise WorldError("this world ran in a scratch folder, removed when it stopped: audit it before "
-                             "stop(), or give World.start a folder to keep its ledgers")
-        return audit_of(self.ledger_dir, order_id)
+        return audit_of(self.kept_ledgers("audit it"), order_id)
 
     def __repr__(self) -> str:
         return f"World(url={self.url!r}, state_dir={str(self.state_dir)!r})"

@@ -125,6 +125,13 @@ class CrashPlan:
                             "pids": sorted(requester.pids), "killed": killed}
             return True
 
+    def due(self, moment: Moment, order_id: str | None, requester: Requester) -> bool:
+        """Whether :meth:`fire` would kill the run at ``moment`` (nothing is killed): a stream asks first, so that
+        it can wait, outside the plan's lock, until the user has seen what was sent before the kill."""
+        with self._lock:
+            return (self.point is not None and self.point.meets(moment) and self.reached is None
+                    and self.run is not None and self._ours(order_id, requester))
+
     def _ours(self, order_id: str | None, requester: Requester) -> bool:
         """Whether the request is for the armed order -- or one of the armed backlog's orders -- and comes from the armed
         run (called with the lock held)."""
@@ -150,10 +157,14 @@ class CrashSite:
     def fire(self, when: When, **detail: Any) -> bool:
         return self.plan.fire(Moment(when, self.target, self.call, **detail), self.order_id, self.requester)
 
+    def due(self, when: When, **detail: Any) -> bool:
+        """Whether :meth:`fire` with the same arguments would kill the run (see :meth:`CrashPlan.due`)."""
+        return self.plan.due(Moment(when, self.target, self.call, **detail), self.order_id, self.requester)
 
-def client_sockets(client_port: int, server_port: int) -> dict[str, int]:
-    """The client end of a loopback TCP connection: each socket's inode and the uid that owns it (/proc/net/tcp)."""
-    found = {}
+
+def _client_ends(client_port: int, server_port: int) -> list[list[str]]:
+    """The /proc/net/tcp rows (split into fields) of the client end of a loopback TCP connection."""
+    rows = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             lines = Path(table).read_text().splitlines()[1:]
@@ -162,11 +173,26 @@ def client_sockets(client_port: int, server_port: int) -> dict[str, int]:
         for line in lines:
             fields = line.split()
             try:
-                local_port = int(fields[1].rsplit(":", 1)[1], 16)
-                remote_port = int(fields[2].rsplit(":", 1)[1], 16)
-                if local_port == client_port and remote_port == server_port:
-                    found[fields[9]] = int(fields[7])
+                if (int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16)) \
+                        == (client_port, server_port):
+                    rows.append(fields)
             except (IndexError, ValueError):
                 continue
-    return found
+    return rows
+
+
+def client_sockets(client_port: int, server_port: int) -> dict[str, int]:
+    """The client end of a loopback TCP connection: each socket's inode and the uid that owns it (/proc/net/tcp)."""
+    return {fields[9]: int(fields[7]) for fields in _client_ends(client_port, server_port) if len(fields) > 9}
+
+
+def unread_bytes(client_port: int, server_port: int) -> int | None:
+    """Bytes the client end of a loopback connection has received and its process not yet read (its receive
+    queue in /proc/net/tcp); None when the connection is not found there (closed)."""
+    for fields in _client_ends(client_port, server_port):
+        try:
+            return int(fields[4].split(":")[1], 16)
+        except (IndexError, ValueError):
+            continue
+    return None
 

@@ -20,8 +20,9 @@ from crashlab.plumbing.diskfull import disk_full, full_disk_message
 SERVICE_LEDGERS = {"payments": "payments.db", "inventory": "inventory.db", "email": "email.db"}
 MODEL_LEDGER = "model.db"
 CONTROL_LEDGER = "control.db"
+SCREEN_LEDGER = "screen.db"  # the user's screen: what it was asked to show, and each streamed reply's delivery
 # Every file the world keeps its ledgers in: a fresh world deletes these, by name, and nothing else.
-LEDGER_FILES = (*SERVICE_LEDGERS.values(), MODEL_LEDGER, CONTROL_LEDGER)
+LEDGER_FILES = (*SERVICE_LEDGERS.values(), MODEL_LEDGER, CONTROL_LEDGER, SCREEN_LEDGER)
 
 _SERVICE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS effects (
@@ -86,6 +87,35 @@ CREATE TABLE IF NOT EXISTS failures (  -- permanent failures: every call of this
 );
 """
 
+# The screen is dumb on purpose: it records every request to show text, in arrival order, with whatever identity
+# the sender claims, and never deduplicates, so that every mistake is in its ledger (crashlab.world.screen_audit
+# judges it). ``deliveries``: every streamed model reply as the world sent it, for the crash point inside a stream.
+_SCREEN_SCHEMA = """
+CREATE TABLE IF NOT EXISTS shown (
+    seq      INTEGER PRIMARY KEY AUTOINCREMENT,
+    order_id TEXT NOT NULL,
+    kind     TEXT NOT NULL,          -- 'show' or 'retract'
+    text     TEXT,                   -- what appeared on the user's screen ('show')
+    turn     INTEGER,                -- the identity the sender claims, all optional: the conversation's turn,
+    chunk    INTEGER,                --   the text delta's index in that turn's reply (from 0),
+    attempt  TEXT,                   --   the model reply (message id) the text came from,
+    stream   TEXT,                   --   or a durable stream's name and the value's offset in it
+    offset   INTEGER,
+    pid      INTEGER,
+    at       REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS deliveries (
+    message_id TEXT PRIMARY KEY,     -- the streamed reply (the model ledger's reply id: the attempt)
+    order_id   TEXT,
+    chunks     TEXT NOT NULL,        -- JSON list of its text deltas, in order
+    deltas     INTEGER NOT NULL,     -- content_block_delta events in it (text and tool-input JSON)
+    sent       INTEGER NOT NULL DEFAULT 0,  -- deltas flushed to the client
+    complete   INTEGER NOT NULL DEFAULT 0,  -- message_stop flushed
+    cut        TEXT,                 -- why it ended early: the crash point, or 'client gone'
+    at         REAL NOT NULL
+);
+"""
+
 
 class LedgerError(CrashlabError, RuntimeError):
     """A ledger file is missing, unreadable or corrupt. The message names the file."""
@@ -124,6 +154,7 @@ def create_all(state_dir: Path) -> None:
         with_schema(state_dir / name, _SERVICE_SCHEMA)
     with_schema(state_dir / MODEL_LEDGER, _MODEL_SCHEMA)
     with_schema(state_dir / CONTROL_LEDGER, _CONTROL_SCHEMA)
+    with_schema(state_dir / SCREEN_LEDGER, _SCREEN_SCHEMA)
 
 
 def with_schema(path: Path, schema: str) -> None:

@@ -15,7 +15,7 @@ A conversation whose first user message names a backlog (the long task, :mod:`cr
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import re
 import secrets
@@ -166,8 +166,14 @@ def _plan(request: dict, messages: list[dict], done: set[str]) -> tuple[list[str
 # Ways a reply can be malformed on purpose, to teach that a tool call is untrusted input.
 MALFORMED_REPLIES = ("unknown_tool", "missing_args", "bad_type")
 # What the world can be told to make its model do (World.inject): a malformed reply; several tool_use blocks in one
-# reply (:func:`next_calls`), one firing per reply, so arm it for as many replies as the run makes.
-MODEL_FAULTS = ("malformed_reply", "parallel_tool_use")
+# reply (:func:`next_calls`), one firing per reply, so arm it for as many replies as the run makes; a streamed reply
+# whose connection drops mid-answer (crashlab.world.stream).
+MODEL_FAULTS = ("malformed_reply", "parallel_tool_use", "cut_stream")
+# The faults that take an argument: what it must be, and how to say so.
+MODEL_FAULT_ARGS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "malformed_reply": (lambda arg: arg in MALFORMED_REPLIES, f"one of {MALFORMED_REPLIES}"),
+    "cut_stream": (lambda arg: arg is None or (str(arg).isdigit() and int(arg) >= 1),
+                   "how many text deltas are sent before the cut, such as '3' (1 when not given)")}
 
 
 # The steps that may run side by side: the charge and the reservation do not depend on each other; the

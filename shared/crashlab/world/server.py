@@ -29,12 +29,14 @@ from crashlab.world import backlog_policy, ledger, policy
 from crashlab.world.runscope import RunScope
 from crashlab.world.crashes import CrashPlan, CrashSite, Requester
 from crashlab.world.faults import Faults
+from crashlab.world.screen import ScreenRoutes
 from crashlab.world.services import SERVICES, ServiceRoutes, error_body
+from crashlab.world.stream import StreamRoutes, StreamSettings
 
 ADMIN_HEADER = "X-Crashlab-Admin"
 ENV_TOKEN = "CRASHLAB_WORLD_TOKEN"
 
-class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
+class WorldHandler(ServiceRoutes, StreamRoutes, ScreenRoutes, BaseHTTPRequestHandler):
     server_version = "crashlab-world/1"
     protocol_version = "HTTP/1.1"
     # Replies go out as headers, then body: two small writes. With Nagle on, the body waits for the ACK of the
@@ -114,6 +116,12 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
             self._send(200, self.server.crashes.state())
         elif path == "/_admin/failures":
             self._send(200, {"failures": self.server.faults.failures()})
+        elif path in ("/screen", "/screen/cursor"):
+            self._screen_get(path, query)
+        elif path == "/_admin/screen":
+            self._screen_audit(query)
+        elif path == "/_admin/stream":
+            self._send(200, self.server.streaming.as_json())
         elif path == "/payments/charges":
             self._list_charges(query)
         elif path == "/inventory/reservations":
@@ -140,6 +148,8 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
             self._messages(body)
         elif self.path in SERVICES:
             self._service(self.path, body)
+        elif self.path in ("/screen/show", "/screen/retract"):
+            self._screen_post(self.path, body)
         elif self.path.startswith("/_admin/") and not self._admin_allowed():
             return
         elif self.path == "/_admin/faults":
@@ -150,6 +160,8 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
             self._set_failure(body)
         elif self.path == "/_admin/crash":
             self._arm_crash(body)
+        elif self.path == "/_admin/stream":
+            self._set_streaming(body)
         elif self.path == "/_admin/crash/started":
             leader = body.get("pid") if isinstance(body, dict) else None
             if not (type(leader) is int and leader > 0):
@@ -255,6 +267,7 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
             body = {"type": "error", "error": {"type": "invalid_request_error", "message": str(exc)}}
             status, order_id, stop_reason = 400, None, None
         digest = hashlib.sha256(request_json.encode()).hexdigest()
+        body = self._worded(request, body, digest)  # unchanged unless streamed with vary_wording on
         summary = status == 200 and backlog_policy.is_summary(messages)  # never the final answer (see the audit)
         conn = ledger.connect(self.state_dir / ledger.MODEL_LEDGER)
         try:
@@ -271,6 +284,9 @@ class WorldHandler(ServiceRoutes, BaseHTTPRequestHandler):
             conn.execute("COMMIT")
         finally:
             conn.close()
+        if status == 200 and self.streams(request):
+            self._stream_reply(body, crash)  # meets the crash point's instants inside the stream
+            return
         if status == 200 and self._crash(crash, "after"):
             return
         self._send(status, body)
@@ -326,6 +342,7 @@ def serve(state_dir: Path, port: int = 0, ready_file: Path | None = None, parent
     if parent_pid:
         threading.Thread(target=_watch_parent, args=(parent_pid, server), daemon=True).start()
     server.crashes = CrashPlan()  # type: ignore[attr-defined]
+    server.streaming = StreamSettings()  # type: ignore[attr-defined]
     ready = json.dumps({"port": server.server_address[1], "pid": os.getpid()})
     if ready_file:
         tmp = ready_file.with_suffix(".tmp")
