@@ -56,25 +56,26 @@ def human_bytes(n: float) -> str:
 
 def growth_plot(curves: dict[str, Sequence[float]], title: str, limit: float | None = None, limit_label: str = "",
                 terminated: Sequence[str] = ()) -> Any:
-    """One log-log figure of bytes stored against tool turns, a line per engine; the legend in the lower right, which
-    the lines leave empty (they start high and climb). ``limit`` draws a horizontal line (a history size limit)
+    """One log-log figure of bytes stored against tool turns, a line per engine; the legend in the lower right, in room
+    left below every line. ``limit`` draws a horizontal line (a history size limit)
     labelled ``limit_label``; the curves named in ``terminated`` end in a cross, where the run was stopped."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9.4, 4.6))
-    right = 1
+    right, lowest = 1, float("inf")
     for label, sizes in curves.items():
         turns = list(range(1, len(sizes) + 1))
         [line] = ax.plot(turns, sizes, linewidth=2, label=label)
         if label in terminated:
             ax.plot(turns[-1:], sizes[-1:], "X", markersize=11, color=line.get_color())
-        right = max(right, turns[-1])
+        right, lowest = max(right, turns[-1]), min(lowest, min(sizes))
     if limit is not None:
         ax.axhline(limit, color="#c44", linestyle="--", linewidth=1)
         ax.annotate(limit_label, (1, limit), xytext=(2, 4), textcoords="offset points", fontsize=10, color="#c44")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(1, right * 1.5)
+    ax.set_ylim(bottom=lowest / 30)  # a decade and a half below every line: the legend's room
     ax.set_xlabel("tool turns recorded", fontsize=11)
     ax.set_ylabel("bytes in the durable record", fontsize=11)
     ax.set_title(title, fontsize=12)
