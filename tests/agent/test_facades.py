@@ -46,7 +46,7 @@ LESSONS = [
     "model_client", "namespace_for", "needs_exercise", "on_reference_answers", "order_details", "order_task",
     "postgres_available", "read_record", "reference_matrices", "reference_value", "remove_scratch", "replay_verdict",
     "reserve_item", "resolve_awakeable", "restate_lesson", "run_agent", "run_benchmark", "run_python",
-    "seconds_per_step", "send_confirmation", "show_figure", "show_log", "show_run", "start_agent", "state_dir",
+    "say", "seconds_per_step", "send_confirmation", "show_figure", "show_log", "show_run", "start_agent", "state_dir",
     "step_result", "stop_worlds", "stopped_before", "temporal_activities", "terminal_summary", "throwaway_postgres", "timeline",
     "undo_steps", "use_quiet_runtime",
     "variant", "work_in_lesson_folder", "world_service", "zombie_cost",

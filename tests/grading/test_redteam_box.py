@@ -321,6 +321,49 @@ def test_gradings_are_boxes_apart_from_each_other_and_from_the_machine(tmp_path,
     assert not list(Path("/dev/shm").glob(f"crashlab-probe-{tag}-*")), "nothing left in the machine's /dev/shm"
 
 
+FLOOD_STDERR = """import os
+def target(fd):
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return ""
+log = [int(fd) for fd in os.listdir("/proc/self/fd") if target(fd).endswith(".log")]
+line, written = b"x" * 65535 + b"\\n", 0
+try:
+    while written < (8 << 20):
+        written += os.write(log[0], line)  # the runner's stderr, inherited: the grader's log of the run
+except OSError:
+    pass
+open("wrote", "w").write(str(written))
+"""
+
+
+def test_what_a_kernel_writes_to_the_stderr_it_inherits_is_bounded(tmp_path, monkeypatch):
+    """The notebook's runner logs to a file of the grader's, and the kernel and all it starts inherit it as their
+    stderr: a kernel that writes gigabytes there would fill the machine's disk past every limit of the box. That log
+    is on a file system of its own, a few MiB, as are the folder of the runs on the reference answers (the student's
+    code, as another user) and the earlier lessons' files handed to the sandbox user; the grading says which limit was
+    met, and the run goes on."""
+    import crashlab.plumbing.sandbox_box as box
+    from crashlab.grading.isolation import Deadline, run_submission
+
+    monkeypatch.setattr(box, "LOG_BYTES", 1 << 20, raising=False)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(FLOOD_STDERR)])
+    isolation = Isolation(None, True, hide=())
+    try:
+        run_submission(nb, isolation, Deadline(600), 300)
+        wrote = int((isolation.workdir / "wrote").read_text())
+        logged = max(os.stat(log).st_size for log in isolation.box.glob("*/run_notebook.log"))
+        bounded = [os.statvfs(folder) for folder in (isolation.refs, isolation.lessons)]
+        said = " ".join(isolation.limits_met())
+    finally:
+        isolation.close()
+    assert wrote < 2 << 20 and logged <= 1 << 20, (wrote, logged)
+    for fs in bounded:
+        assert fs.f_blocks * fs.f_frsize <= box.FILES_BYTES and fs.f_files <= box.FILES_COUNT, fs
+    assert "filled the notebook's log (its limit: 1 MiB)" in said, said
+
+
 # --- root writes: a planted link of every kind at every path root writes -----------------------------------------
 KINDS = ("file", "folder", "dangling", "dev_shm", "root_file")
 
@@ -594,6 +637,73 @@ def test_without_any_seal_a_master_scores_full_marks_and_the_results_say_what_wa
     for words in ("no mount namespaces", "no file system of its own", "no cgroup", "no network namespace"):
         assert words in notes, notes
     assert "without its own" in report.table()
+
+
+def test_without_a_view_the_answers_being_graded_and_the_masters_are_kept_from_the_students_users(monkeypatch):
+    """A container without CAP_SYS_ADMIN (Gradescope's) gives the grading no view of its own, and the library's answers
+    to lesson 1 ship for lesson 2's agents: any user may read them, and a lesson 1 notebook that read the file (rather
+    than import it) scored 6 of 12 with nothing answered. Each of the grading's users gets an ACL entry that grants it
+    nothing on them and on the masters, for as long as the grading lasts; a grading of lesson 2 reads lesson 1's
+    answers as before, even after a grading of lesson 1 in the same slot was killed before it took its entries off."""
+    from crashlab.answers import answer_files
+
+    monkeypatch.setenv("CRASHLAB_SANDBOX_WITHOUT", "network,ipc,limits,files,view")
+    answers = answer_files("01")[0]
+
+    def reads(isolation, path) -> bool:
+        probe = isolation.popen(["cat", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return probe.wait(60) == 0
+
+    said = {}
+    first = Isolation(None, True, hide=(SOLUTIONS, *map(Path, answer_files("01"))), lesson="01")
+    try:
+        said["01"] = (reads(first, answers), reads(first, SOLUTIONS / "01_naive_event_log.ipynb"))
+        killed = list(getattr(first, "denied", []))
+        first.denied = []  # as if SIGKILLed: its entries stay on
+    finally:
+        first.close()
+    try:
+        later = Isolation(None, True, hide=(SOLUTIONS, *map(Path, answer_files("02"))), lesson="02")
+        try:
+            said["02"] = (reads(later, answers), reads(later, SOLUTIONS / "01_naive_event_log.ipynb"))
+        finally:
+            later.close()
+    finally:
+        from crashlab.plumbing.sandbox_acl import allow
+
+        allow(killed, first.sandbox.uids)
+    assert said == {"01": (False, False), "02": (True, False)}, said
+
+
+FILE_RIGHTS_UNDER_SUDO = """import os, sys
+from crashlab.plumbing.sandbox_users import set_fs_ids
+os.setgroups([0])  # as sudo, or a container, starts root: in group root
+set_fs_ids(65534, 65534)
+try:
+    print(open(sys.argv[1]).read())
+except OSError as exc:
+    print(exc)
+"""
+
+
+def test_the_judges_file_rights_are_the_sandbox_users_even_when_root_starts_in_group_root():
+    """The judge reads and runs with the sandbox user's file rights (setfsuid). Started by sudo (the classroom workflow
+    on a GitHub runner), root also has group 0, which the kernel checks beside the file user: every folder of group
+    root then showed the sandbox user its group's rights, not other's -- /root is 0701, and a Python under it could
+    not be run (lesson 1's master scored 7 of 12 when graded under sudo with such a Python)."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="crashlab-like-root-", dir="/tmp"))  # every folder above it: other may pass
+    (folder / "python.txt").write_text("runs")
+    os.chmod(folder / "python.txt", 0o644)
+    os.chown(folder, 0, 0)
+    os.chmod(folder, 0o701)
+    try:
+        done = subprocess.run([sys.executable, "-c", FILE_RIGHTS_UNDER_SUDO, str(folder / "python.txt")],
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        shutil.rmtree(folder)
+    assert done.stdout.strip() == "runs", done.stdout + done.stderr
 
 
 # What a Docker container keeps by default (a Gradescope image, say): no CAP_SYS_ADMIN, no CAP_SYS_PTRACE.

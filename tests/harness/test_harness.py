@@ -377,7 +377,7 @@ def test_matrix_verdicts_and_text():
     assert not matrix.ok
     assert matrix.problems() == matrix.rows[1].problems + matrix.rows[2].problems
     text = str(matrix)
-    assert text.startswith(f"naive_agent.py on {ORDER_ID} -- expected: {EXPECTATIONS['durable']}")
+    assert text.startswith(f"naive_agent.py on {ORDER_ID}\nexpected: {EXPECTATIONS['durable']}\n")
     assert "- after:send_confirmation: 2 confirmations (1 duplicate)" in text
     observe = synthetic_matrix("observe").table().splitlines()
     assert "verdict" not in observe[0] and len(observe) == 5
@@ -390,7 +390,7 @@ def test_a_failure_path_row_with_a_duplicate_never_reads_clean_beside_its_fail()
     clean = Row(BASELINE, True, {"charge": 1, "refund": 1}, 0, 3, 0, True, None, verdict="cleanly undone")
     table = Matrix(str(NAIVE), ORDER_ID, "durable", [clean, twice], 1.0, fail="reserve_item").table().splitlines()
     assert "cleanly undone" in table[2] and table[2].rstrip().endswith("ok")
-    assert "cleanly" not in table[3] and "undone, 1 duplicate" in table[3] and table[3].rstrip().endswith("FAIL")
+    assert "cleanly" not in table[3] and "undone, 1 dup" in table[3] and table[3].rstrip().endswith("FAIL")
 
 
 def test_a_rows_problems_quoted_in_a_message_read_as_sentences():

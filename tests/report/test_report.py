@@ -261,17 +261,19 @@ def test_heatmap_numbers_are_large_and_labels_do_not_overlap():
 # --- the terminal ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("copies", [1, 4])
-def test_the_terminal_summary_fits_in_100_columns(copies):
+def test_the_terminal_summary_fits_in_95_columns(copies):
     sections = demo_sections() * copies  # 9 and 36 agents
     text = terminal_summary(sections)
     lines = text.splitlines()
-    assert max(len(line) for line in lines) <= WIDTH == 100
+    assert max(len(line) for line in lines) <= WIDTH == 95
     for _, m, _ in sections[:9]:
         assert m.agent.rsplit("/", 1)[1] in text
     assert re.search(r"^A\s+01\s+naive_agent\.py\s+observe\s+15/15\s+3\s+7\s+0\s+shows the failure$", text, re.M)
     assert re.search(r"^H\s+04\s+dbos_agent\.py\s+durable\s+15/15\s+1\s+0\s+0\s+FAILED: 1 problem$", text, re.M)
     grid = [line for line in lines if line.startswith("after:model#3")]
-    assert len(grid) == (1 if copies == 1 else 4) and "0/3/0!" in grid[0] and "0/1*/0" in grid[0]
+    assert sum(len(line.split()) - 1 for line in grid) == len(sections)  # one cell per agent, over the blocks
+    assert len(grid) == 1 if copies == 1 else len(grid) > 1  # 9 agents fit one block; 36 take several
+    assert "0/3/0!" in grid[0] and "0/1*/0" in grid[0]
     assert [line for line in lines if line.startswith("before:reserve_item")][0].split()[5] == "-"
 
 

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from crashlab.engines.registry import FLOOR_COLOUR, engine_of_variant
+from crashlab.plumbing.lines import fit
 
 
 @dataclass
@@ -63,7 +64,10 @@ class BenchResult:
                 "versions": dict(self.versions), "started": self.started, "elapsed_s": round(self.elapsed_s, 2)}
 
     def table(self) -> str:
-        head = ["engine", "per step", "x floor", "recovery", "of which start-up", "steps rerun", "note"]
+        """The figures in columns, the run's settings on the line under them, then each engine's note on lines of
+        its own (a note can be a sentence long): no line wider than
+        :data:`~crashlab.plumbing.lines.LINE_WIDTH`."""
+        head = ["engine", "per step", "x floor", "recovery", "of which start-up", "steps rerun"]
         lines = []
         for r in self.rows:
             rerun = (f"{r.recovery_steps_run}/{self.recovery_steps}" if r.recovery_steps_run is not None else "-")
@@ -72,17 +76,20 @@ class BenchResult:
                           f"{r.ratio_to_floor:.1f}" if r.ratio_to_floor is not None else "-",
                           f"{r.recovery_s:.2f} s" if r.recovery_s is not None else "-",
                           f"{r.recovery_startup_s:.2f} s" if r.recovery_startup_s is not None else "-",
-                          rerun, r.note])
-        widths = [max(len(h), *(len(row[i]) for row in lines)) if lines else len(h) for i, h in enumerate(head[:-1])]
-        fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)) + "  " + cells[-1]  # noqa: E731
-        out = [fmt(head).rstrip(), fmt(["-" * w for w in widths] + ["----"])]
-        out += [fmt(row).rstrip() for row in lines]
+                          rerun])
+        widths = [max(len(h), *(len(row[i]) for row in lines)) if lines else len(h) for i, h in enumerate(head)]
+        fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+        out = [fmt(head), fmt(["-" * w for w in widths])]
+        out += [fmt(row) for row in lines]
         kill = (f"; recovery: SIGKILL in step {self.recovery_kill_at} of {self.recovery_steps}"
                 if self.recovery else "; recovery not measured")
         out.append(f"{self.steps} steps per workflow, median of {self.repeats} run(s){kill}; "
                    f"{self.machine.get('cpus')} CPUs, workdir on {self.machine.get('workdir_fs')}, "
                    f"{self.elapsed_s:.0f} s in all")
-        return "\n".join(out)
+        notes = [f"{r.engine}: {r.note}" for r in self.rows if r.note]
+        if notes:
+            out += ["", "notes:", *(f"  {note}" for note in notes)]
+        return fit("\n".join(out), indent="    ")
 
     def __str__(self) -> str:
         return self.table()

@@ -77,12 +77,13 @@ class Isolation:
         self.network: OwnNetwork | None = None
         self.limits: Limits | None = None
         self.mounted: list[Path] = []
+        self.denied: list[str] = []  # what an ACL entry keeps from the sandbox users where there is no view
         self._already_running: set[int] = set()
         # The crash matrices' rows, worlds and agent outputs: a folder of root's that agents can pass through to
         # their own row but not list, and that the sandbox's view of the machine includes.
-        self.scratch, self.private, self.refs, self.lessons = (self.box / name for name in ("rows", "private", "refs",
-                                                                                             "lessons"))
-        for folder, mode in ((self.scratch, 0o711), (self.private, 0o700), (self.refs, 0o700),
+        self.scratch, self.private, self.refs, self.lessons, self.logs = (
+            self.box / name for name in ("rows", "private", "refs", "lessons", "logs"))
+        for folder, mode in ((self.scratch, 0o711), (self.private, 0o700), (self.refs, 0o700), (self.logs, 0o700),
                              (self.lessons, 0o755), *(((self.workdir, 0o700),) if workdir is None else ())):
             folder.mkdir()
             os.chmod(folder, mode)
@@ -118,7 +119,7 @@ class Isolation:
 
     def _seal(self, hide) -> None:
         """The sandbox user and the box's seals, each where the machine allows it (the notes say what it did not)."""
-        from crashlab.plumbing.sandbox_box import FILES_BYTES, FILES_COUNT, Limits, OwnNetwork, mount_tmpfs
+        from crashlab.plumbing.sandbox_box import FILES_BYTES, FILES_COUNT, LOG_BYTES, Limits, OwnNetwork, mount_tmpfs
         from crashlab.plumbing.sandbox_users import CAP_SYS_PTRACE, MEMORY_LIMIT, PROCESS_LIMIT, has_capability
 
         see = (self.workdir, self.scratch, self.lessons)
@@ -128,19 +129,28 @@ class Isolation:
         self.sealed["view"] = self.slot.hidden
         self.sealed["ipc"] = self.slot.ipc
         if not self.slot.hidden:
+            kept = self._deny_without_view(hide)
             self.notes.append("this machine allows no mount namespaces (a container without CAP_SYS_ADMIN?): the "
-                              "student's code could read whatever the machine lets any user read, the masters and the "
-                              "answers being graded included, and shares the machine's /dev/shm and IPC")
+                              "student's code could read whatever the machine lets any user read" +
+                              (" but this checkout's masters and the answers being graded (an ACL entry each keeps "
+                               "them from its users)" if kept else ", the masters and the answers being graded "
+                               "included") + ", and shares the machine's /dev/shm and IPC")
         elif not self.slot.ipc:
             self.notes.append("this machine allows no IPC namespaces: the student's processes share System V shared "
                               "memory and message queues with the machine's")
-        files = [(folder, mount_tmpfs(folder, FILES_BYTES, FILES_COUNT, mode)) for folder, mode in
-                 ((self.workdir, 0o700), (self.scratch, 0o711))]
+        # Every folder a student's process writes into, or whose file it holds open (the notebook runner's stderr,
+        # which the kernel and all it starts inherit, is in ``logs``), is a file system of a size: none of them can
+        # fill the machine's disk. The reference runs' folder is the student's code's too, run as another user, and
+        # the earlier lessons' files are handed to the sandbox user for the checks whose matrices run the student's
+        # agents beside them.
+        files = [(folder, mount_tmpfs(folder, size, FILES_COUNT, mode)) for folder, mode, size in
+                 ((self.workdir, 0o700, FILES_BYTES), (self.scratch, 0o711, FILES_BYTES),
+                  (self.refs, 0o700, FILES_BYTES), (self.lessons, 0o755, FILES_BYTES), (self.logs, 0o700, LOG_BYTES))]
         self.mounted = [folder for folder, why in files if why is None]
         self.sealed["files"] = f"{FILES_BYTES // 1024 ** 2} MiB and {FILES_COUNT} files" if not any(
             why for _, why in files) else False
         if any(why for _, why in files):
-            self.notes.append(f"no file system of its own for the student's folders ({files[0][1] or files[1][1]}): "
+            self.notes.append(f"no file system of its own for the student's folders ({next(w for _, w in files if w)}): "
                               "the files and bytes the student's processes write are not capped")
         self.limits = Limits(f"{CGROUP_NAME}{self.slot.slot}")
         self.sealed["limits"] = f"cgroup {self.limits.version}" if self.limits.paths else False
@@ -160,6 +170,19 @@ class Isolation:
         if not self.network.ok:
             self.notes.append(f"no network namespace for the grading ({self.network.why}): its processes share the "
                               "machine's loopback, where another grading's worlds and servers are reachable")
+
+    def _deny_without_view(self, hide) -> bool:
+        """With no view of its own, what ``hide`` names stays readable by any user: an ACL entry per sandbox user that
+        grants nothing (see :mod:`crashlab.plumbing.sandbox_acl`), taken off at :meth:`close`. Whether all were set."""
+        from crashlab.answers import answer_files
+        from crashlab.plumbing.sandbox_acl import allow, deny
+
+        assert self.slot is not None
+        uids = self.slot.sandbox.uids
+        allow(answer_files("00"), uids)  # what a grader killed in this slot left on: a later lesson needs them
+        wanted = [str(path) for path in hide if os.path.lexists(path)]
+        self.denied = deny(wanted, uids)
+        return len(self.denied) == len(wanted)
 
     def give_lesson_files(self, lessons: list[str], solutions: Path) -> None:
         """A lesson that runs earlier lessons' reference agents gets just those files, not the masters: written by
@@ -240,13 +263,16 @@ class Isolation:
 
     def limits_met(self) -> list[str]:
         """Which of the grading's limits its processes met (memory, processes, files), in words."""
-        from crashlab.plumbing.sandbox_box import FILES_BYTES, FILES_COUNT, full
+        from crashlab.plumbing.sandbox_box import FILES_BYTES, FILES_COUNT, LOG_BYTES, full
 
         said = self.limits.hit() if self.limits is not None else []
-        for folder, name in ((self.workdir, "the student's folder"), (self.scratch, "the crash rows' folder")):
+        for folder, name in ((self.workdir, "the student's folder"), (self.scratch, "the crash rows' folder"),
+                             (self.refs, "the reference runs' folder"), (self.lessons, "the earlier lessons' folder"),
+                             (self.logs, "the notebook's log")):
             used = full(folder) if folder in self.mounted else None
             if used:
-                cap = f"{FILES_COUNT} files" if used == "files" else f"{FILES_BYTES // 1024 ** 2} MiB"
+                size = LOG_BYTES if folder == self.logs else FILES_BYTES
+                cap = f"{FILES_COUNT} files" if used == "files" else f"{size // 1024 ** 2} MiB"
                 said.append(f"the submission's processes filled {name} (its limit: {cap}); what needed to write "
                             "there after that could not")
         return said
@@ -272,6 +298,11 @@ class Isolation:
         self.mounted = []
         if self.limits is not None:
             self.limits.remove()
+        if self.denied and self.slot is not None:
+            from crashlab.plumbing.sandbox_acl import allow
+
+            allow(self.denied, self.slot.sandbox.uids)
+            self.denied = []
         if self.slot is not None:
             self.slot.close()
         else:
@@ -313,8 +344,9 @@ def run_submission(nb, isolation: Isolation, deadline: Deadline, cell_timeout: i
     nbformat.write(nb, source)
     if isolation.sandbox is not None:
         isolation.sandbox.own(isolation.workdir)
-    # stderr to a file, not a pipe: children that inherit it cannot make us wait once the notebook is done
-    log = isolation.private / "run_notebook.log"
+    # stderr to a file, not a pipe: children that inherit it cannot make us wait once the notebook is done. The kernel
+    # and everything it starts inherit it too, so it is on a file system of its own, a few MiB (see Isolation._seal).
+    log = isolation.logs / "run_notebook.log"
     with open(log, "wb") as err:
         process = isolation.popen([sys.executable, "-m", "crashlab.grading.run_notebook", str(source),
                                    str(cell_timeout), str(isolation.workdir), *([str(executed)] if executed else [])],
@@ -331,8 +363,7 @@ def run_submission(nb, isolation: Isolation, deadline: Deadline, cell_timeout: i
                     raise
                 told = _tell_cells(log, told, on_cell)
         _tell_cells(log, told, on_cell)
-        text = log.read_text(errors="replace")
-        notes += [line for line in text.splitlines() if line.startswith("the ")][:3]
+        notes += [line for line in _ends(log).splitlines() if line.startswith("the ")][:3]
     except subprocess.TimeoutExpired:
         notes.append(f"the notebook was still running at the deadline ({deadline.seconds:.0f} s): it was stopped, "
                      "and every process it started was killed")
@@ -342,11 +373,25 @@ def run_submission(nb, isolation: Isolation, deadline: Deadline, cell_timeout: i
 
 
 def _tell_cells(log: Path, told: int, on_cell: Callable[[int, int], None] | None) -> int:
-    """Tell ``on_cell`` of each ``CELL i/n`` line the notebook's runner wrote to ``log`` since line ``told``."""
-    lines = log.read_text(errors="replace").splitlines()
-    for line in lines[told:]:
+    """Tell ``on_cell`` of each ``CELL i/n`` line the notebook's runner wrote to ``log`` since byte ``told``; returns
+    where it stopped. The kernel writes there too, as much as it likes: a bounded piece is read at a time."""
+    from crashlab.plumbing.sandbox_box import LOG_BYTES
+
+    with open(log, "rb") as f:
+        f.seek(told)
+        data = f.read(LOG_BYTES)
+    end = data.rfind(b"\n") + 1 or (len(data) if len(data) == LOG_BYTES else 0)
+    for line in data[:end].decode(errors="replace").splitlines():
         if on_cell is not None and line.startswith(CELL_MARK):
             with contextlib.suppress(ValueError):
                 index, count = line[len(CELL_MARK):].split("/")
                 on_cell(int(index), int(count))
-    return len(lines)
+    return told + end
+
+
+def _ends(log: Path, size: int = 1 << 16) -> str:
+    """The first and the last ``size`` bytes of ``log`` (the runner's own words are at its start and its end)."""
+    with open(log, "rb") as f:
+        head = f.read(size)
+        f.seek(max(len(head), os.fstat(f.fileno()).st_size - size))
+        return (head + b"\n" + f.read(size)).decode(errors="replace")

@@ -23,6 +23,7 @@ from crashlab.harness.verdicts import EXPECTATIONS, FAILURE_EXPECTATIONS, Row, j
 from crashlab.harness.launcher import WarmLauncher, kept_launcher
 from crashlab.crash_points import BASELINE, check_on_path, default_points, failure_points, row_label
 from crashlab.order import ORDER_ID, check_failure
+from crashlab.plumbing.lines import fit
 from crashlab.plumbing.outputs import MATRIX, write_output
 from crashlab.plumbing.progress import keep_ticking
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
@@ -164,6 +165,20 @@ def resolve_points(points: str | list[str], fail: str | None = None) -> list[str
     return [check_on_path(p, failing) for p in points]
 
 
+# The first column's width in a crash table: the longest crash point of the order task
+# (``before:send_confirmation``) and a little more. A longer label -- a double crash's ``A + B`` -- takes two lines.
+POINT_WIDTH = 26
+
+
+def _label_lines(label: str) -> list[str]:
+    """A row's label as the table's first column prints it: whole when it fits :data:`POINT_WIDTH`, else a double
+    crash's ``A + B`` as ``A +`` on a line of its own, then ``  B`` beside the row's cells."""
+    first, plus, second = label.partition(" + ")
+    if len(label) <= POINT_WIDTH or not plus:
+        return [label]
+    return [f"{first} +", f"  {second}"]
+
+
 @dataclass
 class Matrix:
     agent: str
@@ -201,48 +216,54 @@ class Matrix:
                 "rows": [row.as_dict() for row in self.rows]}
 
     def table(self) -> str:
-        header = ["crash point", "reached", "duplicates", "model calls", "repeated", "finished", "recovery"]
+        """One line per row under a header: ``dups`` are duplicate effects, ``calls`` model calls, ``repeats``
+        model calls repeated after their answer was recorded. No line is wider than
+        :data:`~crashlab.plumbing.lines.LINE_WIDTH` for the order's crash points: a double crash's label too long
+        for the first column (``A + B``) takes two lines, ``A +`` alone and then ``  B`` with the row's cells."""
+        header = ["crash point", "reached", "dups", "calls", "repeats", "finished", "recovery"]
         if self.fail is not None:
             header[5] = "outcome"
         if self.expect != "observe":
             header.append("verdict")
-        lines = []
+        lines: list[list[str]] = []
         for row in self.rows:
-            cells = [row.point, "yes" if row.reached else "NO", str(row.duplicates), str(row.model_calls),
+            cells = ["yes" if row.reached else "NO", str(row.duplicates), str(row.model_calls),
                      str(row.repeated_model_calls), self._outcome(row) if self.fail is not None
                      else "yes" if row.finished else "NO",
                      "-" if row.recovery_s is None else f"{row.recovery_s:5.2f} s"]
             if self.expect != "observe":
                 cells.append("ok" if row.ok else "FAIL")
-            lines.append(cells)
-        widths = [max(len(str(c)) for c in column) for column in zip(header, *lines)]
+            *first, last = _label_lines(row.point)
+            lines += [[part] + [""] * len(cells) for part in first]
+            lines.append([last, *cells])
+        widths = [max(len(c) for c in column) for column in zip(header, *lines)]
         fmt = "  ".join(f"{{:<{w}}}" for w in widths)
         out = [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
         out += [fmt.format(*cells) for cells in lines]
-        return "\n".join(out)
+        return "\n".join(line.rstrip() for line in out)
 
     def _outcome(self, row: Row) -> str:
         """The failure path's outcome as a reader takes it in beside the verdict: the audit nets a refund sent twice
         to zero and calls that "cleanly undone", which must not stand next to FAIL as if it were clean."""
         verdict = row.verdict or "-"
         if verdict == "cleanly undone" and row.duplicates:
-            return f"undone, {row.duplicates} duplicate{'s' if row.duplicates != 1 else ''}"
+            return f"undone, {row.duplicates} dup{'s' if row.duplicates != 1 else ''}"  # as the dups column
         return verdict
 
     def __str__(self) -> str:
-        title = f"{Path(self.agent).name} on {self.order_id} -- expected: {self.expectation}"
+        title = f"{Path(self.agent).name} on {self.order_id}"
         if self.fail is not None:
-            title = f"{Path(self.agent).name} on {self.order_id}, {self.fail} failing for good -- expected: " \
-                    f"{self.expectation}"
+            title += f", {self.fail} failing for good"
+        title += f"\nexpected: {self.expectation}"
         if self.resumers > 1:
             title += f"\n({self.resumers} resume processes started at once after each crash)"
         if self.key_lifetime is not None:
             title += f"\n(idempotency keys forgotten {self.key_lifetime:g} s after first use; each resume came later)"
-        text = f"{title}\n{self.table()}"
+        text = f"{fit(title)}\n{self.table()}"
         if self.not_run:
             text += f"\n({self.not_run} more crash points not run: the first failing one ended the test)"
         if self.problems():
-            text += "\n\n" + "\n".join(f"- {p}" for p in self.problems())
+            text += "\n\n" + fit("\n".join(f"- {p}" for p in self.problems()))
         return text
 
     __repr__ = __str__

@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # each imported on first use (crashlab.plumbing.lazy reads th
     from crashlab.crash_points import boundary_points
     from crashlab.world.backlog_audit import BacklogAudit
     # a lesson's kernel and folder
-    from crashlab.lessons.kernel import extract_lesson_files, show_log, show_run
+    from crashlab.lessons.kernel import extract_lesson_files, say, show_log, show_run
     from crashlab.world.scenes import fresh_world, stop_worlds
     from crashlab.lessons.notebook import needs_exercise, work_in_lesson_folder
     from crashlab.lessons.words import expected_got, stopped_before
@@ -91,7 +91,7 @@ __all__ = [
     "matrix_heatmap", "median_recovery", "model_client", "namespace_for", "needs_exercise", "one_record", "on_reference_answers",
     "order_details", "order_task", "postgres_available", "read_record", "reference_matrices", "reference_value",
     "remove_scratch", "replay_verdict", "reserve_item", "resolve_awakeable", "restate_lesson", "run_agent",
-    "run_benchmark", "run_python", "seconds_per_step", "send_confirmation", "show_figure", "show_log", "show_run",
+    "run_benchmark", "run_python", "say", "seconds_per_step", "send_confirmation", "show_figure", "show_log", "show_run",
     "start_agent", "state_dir", "step_result", "stop_worlds", "stopped_before", "temporal_activities", "temporal_runs",
     "terminal_summary", "throwaway_postgres", "timeline", "undo_steps", "use_quiet_runtime", "variant",
     "work_in_lesson_folder", "world_service", "zombie_cost",

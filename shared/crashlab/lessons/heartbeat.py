@@ -26,11 +26,12 @@ import threading
 import time
 
 from crashlab.lessons.words import CELL_FILE, VISIBLE_CHECK
+from crashlab.plumbing.lines import LINE_WIDTH
 
 EVERY_S = float(os.environ.get("CRASHLAB_HEARTBEAT_S", "5"))  # the tests shorten it
 IGNORED_OUTPUT = "# NBVAL_IGNORE_OUTPUT"  # a master's cell whose outputs nbval does not compare: any shape will do
 SHOWN = {"stream", "display_data", "update_display_data", "execute_result", "clear_output", "comm_msg", "error"}
-WIDTH = 100
+WIDTH = LINE_WIDTH
 
 
 class Heartbeat:
@@ -87,6 +88,8 @@ class Heartbeat:
                     line = None
                     if due <= 0 and self.may_write and not self.open_line:
                         line = f"… {time.monotonic() - self.started:.0f} s into the cell{self.where()}"
+                        if len(line) > WIDTH:  # the code it quotes is cut, so that the line fits the notebook
+                            line = line[:WIDTH - 1] + "…"
                         self.last_output = time.monotonic()  # and again once its message goes out
                         due = self.every
                 if line:  # not under the lock: the kernel's output thread takes it to say the line went out

@@ -8,9 +8,16 @@ import os
 from pathlib import Path
 
 from crashlab.harness import ProcessRun
+from crashlab.plumbing.lines import fit
 from crashlab.world.scenes import fresh_world, stop_worlds
 
-__all__ = ["extract_lesson_files", "fresh_world", "show_log", "show_run", "stop_worlds"]
+__all__ = ["extract_lesson_files", "fresh_world", "say", "show_log", "show_run", "stop_worlds"]
+
+
+def say(*parts: object) -> None:
+    """``print(*parts)``, with a line too wide for the notebook wrapped at words (lines after the first indented):
+    a long list or sentence then reads as a paragraph rather than breaking mid-word at the output area's edge."""
+    print(fit(" ".join(str(part) for part in parts)))
 
 
 def show_run(run: ProcessRun, label: str = "") -> None:
@@ -18,12 +25,12 @@ def show_run(run: ProcessRun, label: str = "") -> None:
     how = ("killed by SIGKILL" if run.killed else "timed out" if run.timed_out else f"exit code {run.returncode}")
     print(f"--- {label or 'process'}: {how} ---")
     for line in run.stdout.strip().splitlines():
-        print(line)
+        print(fit(line))  # a long line wraps at words here, not mid-word at the notebook's edge
     for line in run.stderr.strip().splitlines():
         if line.startswith("[crashlab]") or line.startswith("error:"):
-            print(line)
+            print(fit(line))
         elif "Error" in line and not line.startswith(" "):
-            print(f"stderr: {line}")
+            print(fit(f"stderr: {line}"))
 
 
 def _summary(record) -> str:

@@ -192,7 +192,7 @@ def work_in_lesson_folder(name: str) -> None:
     folder = _home / name
     folder.mkdir(exist_ok=True)
     os.chdir(folder)
-    print(f"the files this lesson writes (agents, worlds) go into {name}/, beside this notebook")
+    print(f"this lesson's files (agents, worlds) go into {name}/, beside this notebook")
 
 
 watch_visible_checks()  # in a lesson kernel, from the first import on

@@ -10,11 +10,14 @@ then whatever still holds the pipes, and it never waits without a timeout. The s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
 import subprocess
+import sys
 import time
+from typing import Iterator
 
 from crashlab.plumbing.sandbox import descendants
 
@@ -137,6 +140,30 @@ def signal_group(pid: int, sig: int) -> None:
             os.kill(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+@contextlib.contextmanager
+def frozen(pid: int, seconds: float) -> Iterator[None]:
+    """Freeze the group ``pid`` leads (SIGSTOP, as :func:`signal_group` sends it) for the block, and never much
+    longer than ``seconds``: a thawing process of its own sends SIGCONT when they are up even if this process is
+    killed meanwhile (a kernel SIGKILLed in a cell that paused a world), so the frozen server runs again and can see
+    that its parent is gone. The block's end thaws it at once and ends the thawing process with its group."""
+    try:
+        send = "os.killpg" if os.getpgid(pid) == pid else "os.kill"
+    except ProcessLookupError:
+        yield
+        return
+    thaw = subprocess.Popen([sys.executable, "-I", "-S", "-c", f"import os, signal, time\ntime.sleep({max(seconds, 0.0)})\n"
+                             f"try:\n    {send}({pid}, signal.SIGCONT)\nexcept OSError:\n    pass"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    signal_group(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        signal_group(pid, signal.SIGCONT)
+        kill_group(thaw.pid)  # its sleep too; not reaped yet, so the group is still its own
+        thaw.wait()
 
 
 def read_line(stream, timeout: float, process=None) -> bytes:

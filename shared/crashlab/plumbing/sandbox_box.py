@@ -36,6 +36,7 @@ MEMORY_TOTAL = 4 * 1024 ** 3   # bytes of memory, the student's processes togeth
 TASKS_TOTAL = 512              # processes and threads, the student's together (under the 768 each user may have)
 FILES_BYTES = 1024 ** 3        # the student's folder, and the crash rows' folders: bytes each
 FILES_COUNT = 100_000          # and files (inodes) each
+LOG_BYTES = 16 * 1024 ** 2     # the notebook runner's stderr, which the kernel inherits: bytes
 MNT_DETACH = 2
 CGROUP_PREFIX = "crashlab-grading-"
 

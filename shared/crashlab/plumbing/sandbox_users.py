@@ -137,6 +137,11 @@ def set_fs_ids(uid: int, gid: int) -> tuple[int, int]:
     """Do this thread's file access as ``uid``/``gid`` (setfsuid/setfsgid) while keeping root's other powers; returns
     the previous pair. Raises :class:`SandboxError` if the kernel did not take it."""
     libc = ctypes.CDLL(None, use_errno=True)
+    if uid != 0 and os.getgroups():
+        # A supplementary group is checked with the file user: root's group 0 (what sudo, and a container, give root)
+        # would put the sandbox user in the group class of every folder of group root -- /root, 0701, where a
+        # Python may live, lets "other" pass and its group not. Root needs none of them (its powers are its uid's).
+        os.setgroups([])
     previous_gid = libc.setfsgid(gid)
     previous_uid = libc.setfsuid(uid)
     if libc.setfsuid(-1) != uid or libc.setfsgid(-1) != gid:  # each returns the value before: read it back

@@ -23,7 +23,6 @@ import ast
 import json
 import os
 import sys
-import textwrap
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +35,7 @@ import nbformat
 from crashlab.course.notebooks import repo_root, written_files
 from crashlab.harness import BASELINE, Matrix, MatrixOptions, crash_test
 from crashlab.crash_points import allowed_repeats
+from crashlab.plumbing.lines import LINE_WIDTH, fit
 from crashlab.plumbing.outputs import DEMO, OutputError, write_output
 from crashlab.plumbing.scratch import scratch_dir
 from crashlab.course.metadata import DemoAgent, lesson_meta
@@ -304,19 +304,7 @@ def _load() -> str:
         return "unknown"
 
 
-WIDTH = 100  # the demo's terminal output fits a 100-column terminal (and a projected one)
-
-
-def fit(text: str, width: int = WIDTH) -> str:
-    """``text`` with every line longer than ``width`` wrapped, continuation lines indented."""
-    out = []
-    for line in text.splitlines():
-        if len(line) <= width:  # untouched: a table's spacing is its alignment
-            out.append(line)
-            continue
-        indent = " " * (len(line) - len(line.lstrip()) + 2)
-        out += textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False)
-    return "\n".join(out)
+WIDTH = LINE_WIDTH  # the demo's terminal output fits a 100-column terminal, a projected one and a notebook
 
 
 def terminal_summary(sections, width: int = WIDTH, unjudged: dict[int, str] | None = None) -> str:
@@ -368,7 +356,10 @@ def _grid(codes, matrices, width: int) -> list[str]:
         points += [row.point for row in matrix.rows if row.point not in points]
     cells = [[_cell(next((r for r in m.rows if r.point == p), None)) for m in matrices] for p in points]
     point_w = max(len(p) for p in points + ["crash point"])
-    cell_w = max([len(c) for line in cells for c in line] + [len(c) for c in codes]) + 2
+    widest = max([len(c) for line in cells for c in line] + [len(c) for c in codes])
+    cell_w = widest + 2  # two spaces between cells, or one where that keeps every agent in a single block
+    if (width - point_w) // cell_w < len(matrices) <= (width - point_w) // (widest + 1):
+        cell_w = widest + 1
     per_block = max(1, (width - point_w) // cell_w)
     out = []
     for start in range(0, len(matrices), per_block):

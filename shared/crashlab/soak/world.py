@@ -21,14 +21,13 @@ and counted; an audit the world cannot answer leaves that order unaudited, said 
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from pathlib import Path
 from typing import NamedTuple
 
 from crashlab.order import ALL_TOOLS, EFFECT_KIND
-from crashlab.plumbing.processes import kill_group, signal_group
+from crashlab.plumbing.processes import frozen, kill_group
 from crashlab.world import World, WorldError
 from crashlab.world.audit import Audit
 
@@ -214,11 +213,8 @@ class SoakWorld:
         """Freeze the world's server (its whole process group) for ``seconds``; the soak waits for it as for an outage."""
         self.up.clear()
         self.pauses.append(seconds)
-        signal_group(self.world.pid, signal.SIGSTOP)
-        try:
+        with frozen(self.world.pid, seconds):  # thawed on time even if this process is killed meanwhile
             self.closed.wait(seconds)
-        finally:
-            signal_group(self.world.pid, signal.SIGCONT)
 
     def _down(self, kind: str, seconds: float) -> None:
         self.up.clear()

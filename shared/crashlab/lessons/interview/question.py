@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from crashlab.plumbing.lines import fit
+
 
 @dataclass(frozen=True)
 class Question:
@@ -19,8 +21,8 @@ class Question:
     answer_hash: str | None  # None for a graded question: only the master knows its letter
 
     def show(self) -> str:
-        options = "\n".join(f"  {letter}) {text}" for letter, text in zip("ABCD", self.choices))
-        return f"[{self.qid}, lesson {self.lesson}] {self.question}\n{options}"
+        options = "\n".join(fit(f"  {letter}) {text}", indent="   ") for letter, text in zip("ABCD", self.choices))
+        return f"{fit(f'[{self.qid}, lesson {self.lesson}] {self.question}')}\n{options}"
 
     @property
     def graded(self) -> bool:
@@ -35,14 +37,14 @@ class Question:
         if letter is not None and letter not in letters:
             return f"[{self.qid}] {answer!r} is not one of its letters ({', '.join(letters)})"
         if self.graded and letter is None:
-            return (f"[{self.qid}] graded: answer it first, then reveal with your letter "
-                    f"(question.reveal(\"A\"), one of {', '.join(letters)})")
+            return fit(f"[{self.qid}] graded: answer it first, then reveal with your letter "
+                       f"(question.reveal(\"A\"), one of {', '.join(letters)})")
         said = f"  you:    {letter}) {self.choices[letters.index(letter)]}\n" if letter else ""
         if letter and not self.graded:
             right = letter_hash(self.qid, letter) == self.answer_hash
             said += f"          ({'the strong answer' if right else 'not the strong answer'})\n"
-        return (f"[{self.qid}] {self.question}\n{said}  weak:   {self.weak}\n  strong: {self.strong}\n"
-                f"  expect: {self.follow_up}")
+        body = f"{said}  weak:   {self.weak}\n  strong: {self.strong}\n  expect: {self.follow_up}"
+        return f"{fit(f'[{self.qid}] {self.question}')}\n{fit(body, indent=' ' * 8)}"  # wrapped under the answers
 
 
 def letter_hash(qid: str, letter: str) -> str:
