@@ -51,6 +51,8 @@ LESSONS = [
     "undo_steps", "use_quiet_runtime",
     "variant", "work_in_lesson_folder", "world_service", "zombie_cost",
     "judge_screen",
+    # the long haul's measures
+    "bytes_by_turn", "growth_exponent", "growth_plot", "history_signals", "human_bytes", "one_record", "temporal_runs",
     # the long task
     "BacklogAudit", "SUMMARY_ASK", "backlog_id", "backlog_of", "backlog_orders", "backlog_task", "backlog_turns",
     "boundary_points", "is_backlog", "plan", "progress_line", "task_for",

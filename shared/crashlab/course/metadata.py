@@ -18,6 +18,7 @@ class MatrixCheck(TypedDict, total=False):
 
     name: Required[str]             # the grade id of its line in the results
     agent: Required[str]            # the agent file the lesson writes
+    order: str                      # the order (or backlog) the agent runs; the lesson order ORD-8842 by default
     points: Required[int]           # what a clean matrix scores
     stated: Required[str]           # the words of the exercise's text that this matrix checks
     expect: Required[Expect]        # what a correct agent must show at every point
@@ -52,7 +53,7 @@ class DemoAgent(TypedDict, total=False):
 
 
 class LessonMeta(TypedDict, total=False):
-    lesson: Required[str]               # "01" ... "09"
+    lesson: Required[str]               # "01" ... "10"
     title: Required[str]
     matrix_checks: list[MatrixCheck]
     demo_agents: list[DemoAgent]

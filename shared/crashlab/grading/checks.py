@@ -21,6 +21,7 @@ from crashlab.course.notebooks import exercise_of, grade_id, is_answer_cell, is_
 from crashlab.grading.report import TestResult
 from crashlab.course.metadata import lesson_meta
 from crashlab.course.placeholder import placeholder_line, placeholder_words
+from crashlab.order import ORDER_ID
 from crashlab.plumbing.process_tree import die_with_parent
 from crashlab.plumbing.processes import kill_tree
 
@@ -305,7 +306,7 @@ def _matrix_result(check: Mapping[str, Any], agent: Path, needs, deadline: float
 
     name, max_score = check["name"], float(check["points"])
     options = MatrixOptions.from_spec(check)
-    matrix = crash_test(agent, options, progress=progress, workdir=None,  # rows in a folder of the grader's
+    matrix = crash_test(agent, options, check.get("order", ORDER_ID), progress=progress, workdir=None,  # the grader's folder
                         extra_env=needs.env_for(check), stop_at_first_failure=True, deadline=deadline)
     if matrix.past_deadline:
         return TestResult(name, 0.0, max_score, f"timed out: the submission's deadline passed during this matrix "

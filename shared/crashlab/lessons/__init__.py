@@ -64,6 +64,9 @@ if TYPE_CHECKING:  # each imported on first use (crashlab.plumbing.lazy reads th
     from crashlab.engines.dbos.record import dbos_steps
     from crashlab.engines.temporal.record import temporal_activities
     from crashlab.engines.restate.record import journal_entry_types, step_result, world_service
+    # the long haul: how a durable record grows with the turns
+    from crashlab.lessons.long_haul import (bytes_by_turn, growth_exponent, growth_plot, history_signals, human_bytes,
+                                            one_record, temporal_runs)
     # the benchmark
     from crashlab.bench import run_benchmark
     from crashlab.engines.temporal.bench_workflow import seconds_per_step
@@ -81,15 +84,15 @@ __all__ = [
     "backlog_task", "backlog_turns", "boundary_points", "is_backlog", "plan", "progress_line", "task_for", "CrashTestAgents", "ENGINES", "MAX_TOKENS", "MODEL", "Matrix", "Needs",
     "ORDER_ID", "RestateServer", "RestateServerError", "RunningAgent", "SKU", "TOOLS", "TOOLS_WITH_UNDO",
     "TemporalServer", "TemporalServerError", "ToolCallFailed", "UNDO_TOOLS", "WarmLauncher", "World", "admin_sql",
-    "agent_main", "call_handler", "call_tool", "charge_card", "checkpoint_writes", "connect", "crash_row",
+    "agent_main", "bytes_by_turn", "call_handler", "call_tool", "charge_card", "checkpoint_writes", "connect", "crash_row",
     "crash_test", "dbos_steps", "double_crash_pairs", "effect_keys", "expected_got", "extract_lesson_files",
-    "failure_words", "finish", "first_tool_use", "free_port", "fresh_database", "fresh_world", "in_own_loop",
+    "failure_words", "finish", "first_tool_use", "free_port", "fresh_database", "fresh_world", "growth_exponent", "growth_plot", "history_signals", "human_bytes", "in_own_loop",
     "interview", "invocation_row", "journal_entry_types", "kept_launcher", "list_charges", "markdown_table",
-    "matrix_heatmap", "median_recovery", "model_client", "namespace_for", "needs_exercise", "on_reference_answers",
+    "matrix_heatmap", "median_recovery", "model_client", "namespace_for", "needs_exercise", "one_record", "on_reference_answers",
     "order_details", "order_task", "postgres_available", "read_record", "reference_matrices", "reference_value",
     "remove_scratch", "replay_verdict", "reserve_item", "resolve_awakeable", "restate_lesson", "run_agent",
     "run_benchmark", "run_python", "say", "seconds_per_step", "send_confirmation", "show_figure", "show_log", "show_run",
-    "start_agent", "state_dir", "step_result", "stop_worlds", "stopped_before", "temporal_activities",
+    "start_agent", "state_dir", "step_result", "stop_worlds", "stopped_before", "temporal_activities", "temporal_runs",
     "terminal_summary", "throwaway_postgres", "timeline", "undo_steps", "use_quiet_runtime", "variant",
     "work_in_lesson_folder", "world_service", "zombie_cost",
     "judge_screen",

@@ -46,9 +46,13 @@ class HistoryReader:
             "started and completed, with the activities' inputs and results")
 
     def read(self, store: Store, order_id: str) -> Record:
+        return Record("temporal", order_id, tuple(self.entries(history(store, order_id))))
+
+    def entries(self, events: list[Any]) -> list[Entry]:
+        """One run's history events as entries (a workflow that continued as new has a history per run)."""
         scheduled: dict[int, str] = {}
         entries = []
-        for event in history(store, order_id):
+        for event in events:
             name = ""
             if event.HasField("activity_task_scheduled_event_attributes"):
                 name = scheduled[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
@@ -56,7 +60,7 @@ class HistoryReader:
                 if event.HasField(field):
                     name = scheduled.get(getattr(event, field).scheduled_event_id, "")
             entries.append(Entry(_kind(event), name, event.ByteSize()))
-        return Record("temporal", order_id, tuple(entries))
+        return entries
 
 
 def temporal_activities(world: object, order_id: str = ORDER_ID) -> list[dict]:

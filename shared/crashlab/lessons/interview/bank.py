@@ -143,7 +143,7 @@ BANK: tuple[Question, ...] = (
        "What happens when the timeout fires, and who runs the code after it on each engine?",
        ["A worker thread sleeps until the approval arrives", "Poll the approvals table every minute from the agent",
         "A durable wait on a message with a timeout, recorded by the engine"], GRADED),
-    _q("q16", "9", "Our booking agent sometimes reserves the same hotel twice. How do you debug it?",
+    _q("q16", "10", "Our booking agent sometimes reserves the same hotel twice. How do you debug it?",
        "Add more logging to the agent.",
        "Start from the provider's records for the order: two reservations with no key or different keys mean a "
        "missing or per-attempt key; two with the same key mean the retry came after the provider forgot the key; "
@@ -154,7 +154,7 @@ BANK: tuple[Question, ...] = (
        ["Read the agent's own log to see what it did twice",
         "Add a check-before-reserve in the agent and watch whether it recurs",
         "Compare the provider's reservations, keys and process timeline"], "C"),
-    _q("q17", "9", "Each durable step pays for a write to the journal (an fsync, a database commit or a round trip to "
+    _q("q17", "10", "Each durable step pays for a write to the journal (an fsync, a database commit or a round trip to "
        "a server), and what that costs varies with the engine, the disk and the machine's load. Does it matter "
        "for an agent?",
        "Yes, it makes agents slow.",
@@ -349,6 +349,40 @@ BANK: tuple[Question, ...] = (
        ["The one whose integration derives the idempotency keys for you",
         "What each records, what you can operate, and how it recovers",
         "Always Temporal: it is the only one that keeps a history"], "B"),  # lesson 8's practice question
+    _q("q33", "9", "A Temporal agent passes the whole conversation to every model activity. How does its history grow "
+                   "with the number of turns N?",
+       "It grows a little with every activity, like any log.",
+       "With the square of N: Temporal records every activity's input, and each model activity's input is the whole "
+       "conversation so far, so turn n adds about n times a turn's bytes. A long agent meets the server's history "
+       "limit (terminated at 50 MB or 51,200 events) part way through; the fixes bound what one run records: "
+       "continue-as-new with a compacted state, or payloads kept outside the history.",
+       "What does the SDK tell the workflow before the limit, and what does the server only log?",
+       ["Roughly N squared: each activity input repeats every earlier turn",
+        "Linearly: Temporal stores only what each activity returned",
+        "Not at all after the first turn: the history deduplicates payloads"], "A"),  # lesson 9's practice question
+    _q("q34", "9", "Temporal terminated your long agent at its history size limit. You start the backlog again as a new "
+                   "run of the same workflow id. Which idempotency key keeps its orders from being charged twice?",
+       "Any key Temporal gives us: the run id and the activity id are unique.",
+       "One that every run doing the same step makes alike: the workflow id plus a turn count carried from run to run "
+       "(or the business identity, the order and the tool). The new run has a new run id and numbers its activities "
+       "from 1 again, and it redoes the terminated run's turns because the history holding their answers is gone: a "
+       "run-id key makes every one of those effects again, a workflow-id and activity-id key collides with other "
+       "steps after a continue-as-new. The same holds for a reset.",
+       "Why does a run-id key survive a plain continue-as-new loop, and when does it not?",
+       ["The run id plus the activity id, as Temporal's documentation suggests",
+        "A fresh uuid4() made when the tool activity starts",
+        "The workflow id plus a turn count carried from run to run, never the run id"], GRADED),
+    _q("q35", "9", "Your DBOS agent compacts its conversation every few turns with a summary the model writes. Where "
+                   "must the summary call live?",
+       "Anywhere: the summary is only text, it charges nothing.",
+       "In a durable step of its own (a @DBOS.step; an activity on Temporal, a node on LangGraph, a ctx.run on "
+       "Restate), so it is recorded once and a recovery reads it back. DBOS recovers by running the workflow body "
+       "again: a summary asked there is asked again, a repeated paid call and, with a real model, a different summary "
+       "from which the recovered run goes on with a conversation the crashed one never had.",
+       "What else grows with a long conversation, even on an engine that does not store step inputs?",
+       ["In a step, whose recorded answer a recovery reads back",
+        "In the workflow body, where it sees the latest conversation",
+        "In a background thread, so the workflow does not wait for it"], GRADED),
 )
 
 

@@ -1,0 +1,122 @@
+"""The long-haul lesson's measures: how an engine's durable record grows turn by turn, the growth exponent fitted to
+it, the one log-log picture of every engine's growth, and the runs of a Temporal workflow that continued as new.
+
+Each reads what an engine stored (an :class:`~crashlab.engines.record.Record` from the engine's own store), never
+what the agent says about itself. A lesson names which of a record's entries ends a tool turn, since each engine
+keeps its own words for it (an ``ActivityTaskCompleted`` of ``run_tool``, a DBOS step, a LangGraph write)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+from crashlab.engines.record import Entry, Record, Store
+
+
+def bytes_by_turn(record: Record, ends_turn: Callable[[Entry], bool]) -> list[int]:
+    """The bytes the engine had stored once each tool turn was recorded: element ``n - 1`` is the total of every
+    entry up to the one that ends turn ``n`` (``ends_turn``), in the order the engine keeps them."""
+    found, total = [], 0
+    for entry in record:
+        total += entry.size
+        if ends_turn(entry):
+            found.append(total)
+    return found
+
+
+def one_record(records: Sequence[Record]) -> Record:
+    """Several records as one, their entries one after the other: every run of a workflow that continued as new."""
+    if not records:
+        raise ValueError("one_record needs at least one record")
+    return Record(records[0].engine, records[0].order_id, tuple(e for r in records for e in r))
+
+
+def growth_exponent(sizes: Sequence[float], first_turn: int = 1) -> float:
+    """The exponent k of ``bytes ~ turns**k``: the least-squares slope of log bytes on log turns over the upper three
+    quarters of the turns (the first few are dominated by what every run stores once: the task, the first reply).
+    ``sizes[i]`` is the size after turn ``first_turn + i``. Near 1: linear growth; near 2: quadratic."""
+    points = [(math.log(first_turn + i), math.log(s)) for i, s in enumerate(sizes) if s > 0]
+    points = points[len(points) // 4:]
+    if len(points) < 2:
+        raise ValueError(f"an exponent needs at least two sizes past the first quarter, got {len(sizes)} sizes")
+    mx = sum(x for x, _ in points) / len(points)
+    my = sum(y for _, y in points) / len(points)
+    spread = sum((x - mx) ** 2 for x, _ in points)
+    return sum((x - mx) * (y - my) for x, y in points) / spread
+
+
+def human_bytes(n: float) -> str:
+    """``1536`` -> ``1.5 KB``; decimal units, as the engines' limits are stated in the lesson's prose."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"  # pragma: no cover -- the loop returns
+
+
+def growth_plot(curves: dict[str, Sequence[float]], title: str, limit: float | None = None, limit_label: str = "",
+                terminated: Sequence[str] = ()) -> Any:
+    """One log-log figure of bytes stored against tool turns, a line per engine; the legend in the lower right, in room
+    left below every line. ``limit`` draws a horizontal line (a history size limit)
+    labelled ``limit_label``; the curves named in ``terminated`` end in a cross, where the run was stopped."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9.4, 4.6))
+    right, lowest = 1, float("inf")
+    for label, sizes in curves.items():
+        turns = list(range(1, len(sizes) + 1))
+        [line] = ax.plot(turns, sizes, linewidth=2, label=label)
+        if label in terminated:
+            ax.plot(turns[-1:], sizes[-1:], "X", markersize=11, color=line.get_color())
+        right, lowest = max(right, turns[-1]), min(lowest, min(sizes))
+    if limit is not None:
+        ax.axhline(limit, color="#c44", linestyle="--", linewidth=1)
+        ax.annotate(limit_label, (1, limit), xytext=(2, 4), textcoords="offset points", fontsize=10, color="#c44")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(1, right * 1.5)
+    ax.set_ylim(bottom=lowest / 30)  # a decade and a half below every line: the legend's room
+    ax.set_xlabel("tool turns recorded", fontsize=11)
+    ax.set_ylabel("bytes in the durable record", fontsize=11)
+    ax.set_title(title, fontsize=12)
+    ax.tick_params(labelsize=10)
+    ax.legend(loc="lower right", fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def temporal_runs(world: object, workflow_id: str) -> list[Record]:
+    """Every run of workflow ``workflow_id`` in ``world``'s namespace, oldest first, each run's history as a
+    :class:`Record`: a workflow that continued as new has one history per run, and the server's limits apply to
+    each on its own."""
+    from crashlab.engines.temporal.client import connect, namespace_for
+    from crashlab.engines.temporal.record import HistoryReader
+    from crashlab.plumbing.loops import in_own_loop
+
+    store = Store.of(world)
+
+    async def runs() -> list[tuple[Any, list[Any]]]:
+        client = await connect(namespace_for(store.agent_dir))
+        found = [w async for w in client.list_workflows(f"WorkflowId = '{workflow_id}'")]
+        found.sort(key=lambda w: w.start_time)
+        return [(w.run_id, [e async for e in client.get_workflow_handle(workflow_id, run_id=w.run_id)
+                           .fetch_history_events()]) for w in found]
+
+    reader = HistoryReader()
+    return [Record("temporal", f"{workflow_id} run {run_id}", tuple(reader.entries(events)))
+            for run_id, events in in_own_loop(runs)]
+
+
+def history_signals(world: object, workflow_id: str) -> list[tuple[int, bool]]:
+    """What the server told the workflow at each workflow task of its (latest) run: the history's size in bytes and
+    whether it suggested continuing as new -- the values ``workflow.info().get_current_history_size()`` and
+    ``is_continue_as_new_suggested()`` return -- read from the ``WorkflowTaskStarted`` events."""
+    from crashlab.engines.temporal.record import history
+
+    return [(e.workflow_task_started_event_attributes.history_size_bytes,
+             e.workflow_task_started_event_attributes.suggest_continue_as_new)
+            for e in history(Store.of(world), workflow_id) if e.HasField("workflow_task_started_event_attributes")]
+
+
+__all__ = ["bytes_by_turn", "growth_exponent", "growth_plot", "history_signals", "human_bytes", "one_record", "temporal_runs"]
