@@ -40,8 +40,10 @@ def test_a_server_frozen_by_a_process_that_is_killed_runs_again_when_the_pause_i
         freezer.wait()
         wait_for(lambda: state(server.pid) != "T", "the server was left stopped after its freezer died")
     finally:
-        kill_group(server.pid)
-        server.wait()
+        for process in (freezer, server):  # the freezer too, if a check failed before it was killed
+            if process.poll() is None:  # never signal a reaped process's id: it may be another's now
+                kill_group(process.pid)
+            process.wait()
 
 
 def test_the_blocks_end_thaws_at_once_and_leaves_no_thawing_process():
