@@ -148,13 +148,9 @@ def frozen(pid: int, seconds: float) -> Iterator[None]:
     longer than ``seconds``: a thawing process of its own sends SIGCONT when they are up even if this process is
     killed meanwhile (a kernel SIGKILLed in a cell that paused a world), so the frozen server runs again and can see
     that its parent is gone. The block's end thaws it at once and ends the thawing process with its group."""
-    try:
-        send = "os.killpg" if os.getpgid(pid) == pid else "os.kill"
-    except ProcessLookupError:
-        yield
-        return
-    thaw = subprocess.Popen([sys.executable, "-I", "-S", "-c", f"import os, signal, time\ntime.sleep({max(seconds, 0.0)})\n"
-                             f"try:\n    {send}({pid}, signal.SIGCONT)\nexcept OSError:\n    pass"],
+    thaw = subprocess.Popen([sys.executable, "-I", "-c", f"import signal, time\ntime.sleep({max(seconds, 0.0)})\n"
+                             f"from crashlab.plumbing.processes import signal_group\n"
+                             f"signal_group({pid}, signal.SIGCONT)"],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     signal_group(pid, signal.SIGSTOP)
@@ -162,7 +158,7 @@ def frozen(pid: int, seconds: float) -> Iterator[None]:
         yield
     finally:
         signal_group(pid, signal.SIGCONT)
-        kill_group(thaw.pid)  # its sleep too; not reaped yet, so the group is still its own
+        kill_group(thaw.pid)  # not reaped yet, so its group is still its own
         thaw.wait()
 
 
