@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from crashlab.errors import CrashlabError
-from crashlab.plumbing.processes import kill_group
+from crashlab.plumbing.processes import born_of, kill_group
 from crashlab.plumbing.tracebacks import cut_at_word
 
 DEFAULT_PRELOAD = ("anthropic", "httpx", "crashlab.agent")
@@ -50,6 +50,9 @@ class WarmProcess:
     def __init__(self, launcher: "WarmLauncher", pid: int, stdout: Path, stderr: Path):
         self._launcher = launcher
         self.pid = pid
+        # The launcher reaps this child, and the id may be given away before its "exited" message is read: a kill
+        # checks the id still names the process that started now.
+        self.born = born_of(pid)
         self.returncode: int | None = None
         self._stdout, self._stderr = stdout, stderr
 
@@ -66,8 +69,8 @@ class WarmProcess:
 
     def kill(self) -> None:
         """SIGKILL the child's whole process group (it leads one), not just the child."""
-        if self.returncode is None:  # not reaped: its pid is still its own
-            kill_group(self.pid)
+        if self.returncode is None:
+            kill_group(self.pid, self.born)
 
     def output(self) -> tuple[str, str]:
         return _read_own_file(self._stdout), _read_own_file(self._stderr)

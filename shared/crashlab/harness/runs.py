@@ -230,7 +230,8 @@ class RunningAgent:
         """SIGKILL the process and its whole group now, and every process below it even in a group of its
         own: a crash from outside, at a moment you choose."""
         if self.process.returncode is None:  # never signal an id the system may have given to another process
-            processes.kill_tree(self.process.pid)
+            born = self.process.born if isinstance(self.process, WarmProcess) else None  # a Popen is ours to reap
+            processes.kill_tree(self.process.pid, born)
 
     def _wait(self, seconds: float) -> None:
         try:

@@ -19,14 +19,36 @@ import sys
 import time
 from typing import Iterator
 
+from crashlab.plumbing.process_tree import start_time
 from crashlab.plumbing.sandbox import descendants
 
 
-def kill_group(pid: int) -> None:
+GONE_AT_START = -1  # the start time to record for a process that had exited before it could be read
+
+
+def born_of(pid: int) -> int:
+    """The start time to keep for a process another process will reap: :func:`start_time`, or
+    :data:`GONE_AT_START`."""
+    born = start_time(pid)
+    return GONE_AT_START if born is None else born
+
+
+def still_ours(pid: int, born: int) -> bool:
+    """Whether ``pid`` still names the process whose :func:`born_of` was ``born``, or one of its remains: a zombie not yet reaped, or no
+    process at all (then the id is free while any member of its group lives, so a group signal reaches only
+    ours). False once a live process with another start time holds the id: a process that is not ours."""
+    now = start_time(pid)
+    return now is None or now == born
+
+
+def kill_group(pid: int, born: int | None = None) -> None:
     """SIGKILL the process group that ``pid`` leads (every agent runs in a group of its own).
 
-    Call it only while ``pid`` has not been reaped (alive, or a zombie not yet waited for): until then the
-    system cannot have given the id to another process."""
+    ``born``: :func:`born_of` the process, for one another process reaps (a warm launcher's child), whose id the
+    system may give away before this process hears it has exited: nothing is signalled once the id names another
+    process (:func:`still_ours`). Left out: the caller has not reaped ``pid``, so the id is still its own."""
+    if born is not None and not still_ours(pid, born):
+        return
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -58,9 +80,12 @@ def kill_groups_of(pids) -> None:
     kill_groups(pids, {os.getpgrp()})
 
 
-def kill_tree(pid: int) -> None:
+def kill_tree(pid: int, born: int | None = None) -> None:
     """SIGKILL the group ``pid`` leads and the group of every process below it, even one that moved to a
-    session of its own. The processes below are listed first, while they are still ``pid``'s children."""
+    session of its own. The processes below are listed first, while they are still ``pid``'s children.
+    ``born``: as for :func:`kill_group`."""
+    if born is not None and not still_ours(pid, born):
+        return
     below = descendants(pid)
     kill_group(pid)
     kill_groups_of(below)
@@ -127,7 +152,7 @@ def _text(data: bytes | str | None) -> str:
     return data if isinstance(data, str) else data.decode(errors="replace")
 
 
-__all__ = ["kill_group", "kill_groups_of", "kill_tree", "pipe_holders", "collect"]
+__all__ = ["GONE_AT_START", "born_of", "still_ours", "kill_group", "kill_groups_of", "kill_tree", "pipe_holders", "collect"]
 
 
 def signal_group(pid: int, sig: int) -> None:
