@@ -143,7 +143,7 @@ BANK: tuple[Question, ...] = (
        "What happens when the timeout fires, and who runs the code after it on each engine?",
        ["A worker thread sleeps until the approval arrives", "Poll the approvals table every minute from the agent",
         "A durable wait on a message with a timeout, recorded by the engine"], GRADED),
-    _q("q16", "10", "Our booking agent sometimes reserves the same hotel twice. How do you debug it?",
+    _q("q16", "11", "Our booking agent sometimes reserves the same hotel twice. How do you debug it?",
        "Add more logging to the agent.",
        "Start from the provider's records for the order: two reservations with no key or different keys mean a "
        "missing or per-attempt key; two with the same key mean the retry came after the provider forgot the key; "
@@ -154,7 +154,7 @@ BANK: tuple[Question, ...] = (
        ["Read the agent's own log to see what it did twice",
         "Add a check-before-reserve in the agent and watch whether it recurs",
         "Compare the provider's reservations, keys and process timeline"], "C"),
-    _q("q17", "10", "Each durable step pays for a write to the journal (an fsync, a database commit or a round trip to "
+    _q("q17", "11", "Each durable step pays for a write to the journal (an fsync, a database commit or a round trip to "
        "a server), and what that costs varies with the engine, the disk and the machine's load. Does it matter "
        "for an agent?",
        "Yes, it makes agents slow.",
