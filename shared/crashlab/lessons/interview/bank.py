@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from crashlab.lessons.interview.question import GRADED, Question
 from crashlab.lessons.interview.question import question as _q
+from crashlab.lessons.interview.streaming import STREAMING
 
 
 BANK: tuple[Question, ...] = (
@@ -383,7 +384,7 @@ BANK: tuple[Question, ...] = (
        ["In a step, whose recorded answer a recovery reads back",
         "In the workflow body, where it sees the latest conversation",
         "In a background thread, so the workflow does not wait for it"], GRADED),
-)
+) + STREAMING
 
 
 __all__ = ["BANK"]
