@@ -1,6 +1,6 @@
 """A sentence about a measured figure is printed by the cell that measured it, never written into the prose.
 
-The lessons that measure (lessons 1, 3, 6 and 11: crash matrices, LangGraph's durability modes, the cost benchmark)
+The lessons that measure (lessons 1, 3, 6, 10 and 11: crash matrices, LangGraph's durability modes, the cost benchmark)
 print their claims -- which engine was cheaper, how many steps a recovery ran again, whether every row held -- from
 the run's own rows, and their text points at those lines instead of stating figures the learner's table could
 contradict. These tests read the executed masters (their stored outputs: nbval re-runs them and compares what is not
@@ -17,7 +17,7 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MEASURING = ["01_naive_event_log", "03_langgraph", "06_restate", "11_side_by_side"]
+MEASURING = ["01_naive_event_log", "03_langgraph", "06_restate", "10_streaming", "11_side_by_side"]
 
 # A figure that only a run can give -- a time per step, a multiple, a share, "we measured" -- as against a setting
 # the text quotes (a 500 ms timeout, a 5 s lease).
@@ -32,6 +32,10 @@ POINTERS = [
      r"^async re-ran more than sync at \d+ of 6 crash points on this run"),
     ("06_restate", "the line under the table says whether it was on your run", "print(restate_matrix.table())",
      r"^(every row clean|not clean on this run)"),
+    ("10_streaming", "Read the lines above, not a number from this text", "for line in cost_lines(costs",
+     r"^dearest on this run: "),
+    ("10_streaming", "whether each engine held on this run", "failed = [row.point",
+     r"^LangGraph: (every one of the \d+ rows clean|not clean on this run)"),
     ("11_side_by_side", "the lines under it say what it shows", "print(terminal_summary(sections))",
      r"^lesson 7's sagas, the item out of stock: cleanly undone, nothing twice,\n  at every crash point on \d+ of \d+"),
     ("11_side_by_side", "The lines under the benchmark say which way it went on this run",
