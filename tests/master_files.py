@@ -44,7 +44,7 @@ def replace_in(path: Path, old: str, new: str) -> None:
 
 def master_value(master: Path, gid: str, name: str):
     """What ``name`` is after the master's answer cell ``gid`` runs, computed as the judge computes it while
-    grading (lesson 10's self-check letters: the key no library module holds)."""
+    grading (lesson 11's self-check letters: the key no library module holds)."""
     from crashlab.grading import references
 
     saved = dict(references.REFERENCES)

@@ -10,12 +10,12 @@ def test_a_durations_report_adds_up_each_units_phases_and_a_notebooks_cells():
     report = """============================= slowest durations =============================
 63.11s call     tests/grading/test_grading_all.py::test_master_scores_full_marks[08_frameworks]
 1.50s setup    tests/grading/test_grading_all.py::test_master_scores_full_marks[08_frameworks]
-53.10s call     solutions/10_side_by_side.ipynb::Cell 2
-2.00s call     solutions/10_side_by_side.ipynb::Cell 8
+53.10s call     solutions/11_side_by_side.ipynb::Cell 2
+2.00s call     solutions/11_side_by_side.ipynb::Cell 8
 0.40s call     tests/world/test_world.py::test_quick
 """
     assert durations.from_report(report) == {
-        "solutions/10_side_by_side.ipynb": 55.1,
+        "solutions/11_side_by_side.ipynb": 55.1,
         "tests/grading/test_grading_all.py::test_master_scores_full_marks[08_frameworks]": 64.61}
 
 

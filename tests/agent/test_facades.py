@@ -51,6 +51,8 @@ LESSONS = [
     "undo_steps", "use_quiet_runtime",
     "variant", "work_in_lesson_folder", "world_service", "zombie_cost",
     "judge_screen",
+    # streaming: what the user saw, what a chunk costs, a DBOS stream's rows
+    "chunk_costs", "cost_lines", "dbos_stream", "user_saw",
     # the long haul's measures
     "bytes_by_turn", "growth_exponent", "growth_plot", "history_signals", "human_bytes", "one_record", "temporal_runs",
     # the long task

@@ -115,8 +115,8 @@ def test_the_bundle_holds_the_grader_and_only_the_masters_it_needs(bundle):
     with zipfile.ZipFile(bundle) as archive:  # the grader reads no widget state: the bundle need not carry it
         assert "widgets" not in json.loads(archive.read(f"solutions/{LESSON1}"))["metadata"]
     assert bundle.stat().st_mode & 0o077 == 0
-    graded, carried = masters_for(["10"], ROOT / "solutions")  # lesson 10 runs lessons 1 and 2's agents
-    assert [m.name[:2] for m in graded] == ["10"] and [m.name[:2] for m in carried] == ["01", "02", "10"]
+    graded, carried = masters_for(["11"], ROOT / "solutions")  # lesson 11 runs lessons 1 and 2's agents
+    assert [m.name[:2] for m in graded] == ["11"] and [m.name[:2] for m in carried] == ["01", "02", "11"]
 
 
 def fetch(into: Path, **secrets) -> subprocess.CompletedProcess:

@@ -2,7 +2,7 @@
 code keep the attributes the notebook shows, no library module confirms a graded answer, and in every lesson
 exercise 1's points depend on exercise 1's answer alone.
 
-Lesson 10 is the lesson whose answers are cells rather than files. Each case starts from its master and
+Lesson 11 is the lesson whose answers are cells rather than files. Each case starts from its master and
 changes one answer, is graded for real (isolated when root, as the grader runs by default), and must score
 exactly the points of the exercises it did not touch.
 
@@ -38,7 +38,7 @@ from crashlab.harness.runs import ProcessRun
 from master_files import judge_only, master_value, matrix_check, write_master_files
 
 ROOT = Path(__file__).resolve().parents[2]
-LESSON8 = "10_side_by_side.ipynb"
+LESSON8 = "11_side_by_side.ipynb"
 MASTER = nbformat.read(ROOT / "solutions" / LESSON8, as_version=4)
 STUDENT = nbformat.read(ROOT / "course" / LESSON8, as_version=4)
 POINTS = {"ex1_predict_checks": 4, "ex2_diagnose_checks": 4, "ex3_self_check_checks": 3}

@@ -122,7 +122,7 @@ def test_restore_puts_back_deleted_cells_in_place_and_ignores_added_grade_cells(
 @pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "course").glob("*.ipynb")))
 def test_grading_runs_only_the_cells_that_write_the_submission(name):
     """Given cells are left out of the graded run whether they read as in the master or as in the student
-    notebook (nbval comments moved to tags): lesson 10's benchmark once ran in every grading."""
+    notebook (nbval comments moved to tags): lesson 11's benchmark once ran in every grading."""
     master = read(ROOT / "solutions" / name)
     nb, _ = restore_locked_cells(read(ROOT / "course" / name), master)
     blanked = keep_only_what_the_submission_writes(nb, master)

@@ -420,8 +420,8 @@ def test_root_never_follows_a_link_planted_where_it_writes(kind, canary, tmp_pat
     isolation = Isolation(None, True, hide=())
     try:
         work, sandbox = isolation.workdir, isolation.sandbox
-        master = nbformat.read(SOLUTIONS / "10_side_by_side.ipynb", as_version=4)
-        student = nbformat.read(ROOT / "course" / "10_side_by_side.ipynb", as_version=4)
+        master = nbformat.read(SOLUTIONS / "11_side_by_side.ipynb", as_version=4)
+        student = nbformat.read(ROOT / "course" / "11_side_by_side.ipynb", as_version=4)
         from crashlab.grading.answer_cells import module_name
 
         modules = [module_name(grade_id(c)) for c in master.cells if c.cell_type == "code" and is_answer_cell(c)
@@ -459,7 +459,7 @@ def test_root_never_follows_a_link_planted_where_it_writes(kind, canary, tmp_pat
 
 # --- a whole grading: links, secrets, shared memory, the network -----------------------------------------------
 def test_a_grading_is_sealed_whatever_its_kernel_plants_or_reads(tmp_path, canary, planted_secrets):
-    """Lesson 10's student notebook, whose kernel, before it dies, plants a link of each kind where the grading later
+    """Lesson 11's student notebook, whose kernel, before it dies, plants a link of each kind where the grading later
     writes as root (its answer modules, the judge's log, the lesson files' old folder, the judge's worlds' folder and
     temporary folder), leaves a System V segment and a /dev/shm file, tries the machine's loopback, and reads its
     own environment and memory for the grader's secrets. Meanwhile every process of the sandbox users, and every
@@ -468,7 +468,7 @@ def test_a_grading_is_sealed_whatever_its_kernel_plants_or_reads(tmp_path, canar
     from crashlab.grading.answer_cells import module_name
     from crashlab.plumbing.scratch import sweep_scratch
 
-    master = nbformat.read(SOLUTIONS / "10_side_by_side.ipynb", as_version=4)
+    master = nbformat.read(SOLUTIONS / "11_side_by_side.ipynb", as_version=4)
     modules = [module_name(grade_id(c)) for c in master.cells if c.cell_type == "code" and is_answer_cell(c)
                and not c.source.startswith("%")]
     host = _listener()
@@ -510,7 +510,7 @@ def test_a_grading_is_sealed_whatever_its_kernel_plants_or_reads(tmp_path, canar
         f"os.symlink({str(canary['folder'])!r}, 'home/tmp')\n")
     sampler = Sampler()
     try:
-        report, results = graded(with_cells("10_side_by_side", probe), tmp_path / "student", "10_side_by_side.ipynb",
+        report, results = graded(with_cells("11_side_by_side", probe), tmp_path / "student", "11_side_by_side.ipynb",
                                  keep=True)
     finally:
         found_in_processes = sampler.stop()

@@ -4,7 +4,7 @@ non-retryable ApplicationError) -- taken from the lesson's master (solutions/07_
 them, under the crash harness through the failure path; and each one unkeyed (the master's ``undo.py`` sending no
 key) caught by the audit.
 
-Cheap on purpose, and only what nothing else checks: lesson 10 runs each saga through the failure path at three
+Cheap on purpose, and only what nothing else checks: lesson 11 runs each saga through the failure path at three
 points (after the failed reservation, after the refund, after the cancellation) under nbval, which compares its
 summary table, and the grader crash-tests the log and DBOS sagas at every point. Here: two racing resumers on two
 points of the longer undo (the confirmation fails, so the reservation is released too), the success path at two

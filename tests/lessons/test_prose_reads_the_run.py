@@ -1,6 +1,6 @@
 """A sentence about a measured figure is printed by the cell that measured it, never written into the prose.
 
-The lessons that measure (lessons 1, 3, 6 and 10: crash matrices, LangGraph's durability modes, the cost benchmark)
+The lessons that measure (lessons 1, 3, 6, 10 and 11: crash matrices, LangGraph's durability modes, the cost benchmark)
 print their claims -- which engine was cheaper, how many steps a recovery ran again, whether every row held -- from
 the run's own rows, and their text points at those lines instead of stating figures the learner's table could
 contradict. These tests read the executed masters (their stored outputs: nbval re-runs them and compares what is not
@@ -17,7 +17,7 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MEASURING = ["01_naive_event_log", "03_langgraph", "06_restate", "10_side_by_side"]
+MEASURING = ["01_naive_event_log", "03_langgraph", "06_restate", "10_streaming", "11_side_by_side"]
 
 # A figure that only a run can give -- a time per step, a multiple, a share, "we measured" -- as against a setting
 # the text quotes (a 500 ms timeout, a 5 s lease).
@@ -32,13 +32,17 @@ POINTERS = [
      r"^async re-ran more than sync at \d+ of 6 crash points on this run"),
     ("06_restate", "the line under the table says whether it was on your run", "print(restate_matrix.table())",
      r"^(every row clean|not clean on this run)"),
-    ("10_side_by_side", "the lines under it say what it shows", "print(terminal_summary(sections))",
+    ("10_streaming", "Read the lines above, not a number from this text", "for line in cost_lines(costs",
+     r"^dearest on this run: "),
+    ("10_streaming", "whether each engine held on this run", "failed = [row.point",
+     r"^LangGraph: (every one of the \d+ rows clean|not clean on this run)"),
+    ("11_side_by_side", "the lines under it say what it shows", "print(terminal_summary(sections))",
      r"^lesson 7's sagas, the item out of stock: cleanly undone, nothing twice,\n  at every crash point on \d+ of \d+"),
-    ("10_side_by_side", "The lines under the benchmark say which way it went on this run",
+    ("11_side_by_side", "The lines under the benchmark say which way it went on this run",
      "A commit in this process against a round trip", r"^a commit to SQLite in this process \(dbos-sqlite, "),
-    ("10_side_by_side", "Read the lines above, not a number from this text", "zombies = zombie_cost(pause=40)",
+    ("11_side_by_side", "Read the lines above, not a number from this text", "zombies = zombie_cost(pause=40)",
      r"^extra model calls on this run: "),
-    ("10_side_by_side", "the lines under the benchmark count this run's", "What the new process ran again",
+    ("11_side_by_side", "the lines under the benchmark count this run's", "What the new process ran again",
      r"^langgraph-async ran (\d+ more step|no more steps)"),
 ]
 
@@ -94,8 +98,8 @@ def table_rows(text: str, first_column: str) -> dict[str, list[str]]:
     return rows
 
 
-def test_lesson_9s_lines_agree_with_its_benchmark_table():
-    nb = master("10_side_by_side")
+def test_lesson_11s_lines_agree_with_its_benchmark_table():
+    nb = master("11_side_by_side")
     table = table_rows(printed(nb.cells[cell_with(nb, "bench = run_benchmark(")]), "engine")
     said = printed(nb.cells[cell_with(nb, "A commit in this process against a round trip")])
     flat = " ".join(said.split())  # its sentences wrap at words to the notebook's width
@@ -113,9 +117,9 @@ def test_lesson_9s_lines_agree_with_its_benchmark_table():
     assert (f"langgraph-async ran {extra} more step(s)" if extra > 0 else "langgraph-async ran no more steps") in flat
 
 
-def test_lesson_9s_lines_agree_with_its_crash_matrix_summary():
+def test_lesson_11s_lines_agree_with_its_crash_matrix_summary():
     """And every saga of lesson 7 is in it, Restate's included."""
-    nb = master("10_side_by_side")
+    nb = master("11_side_by_side")
     out = printed(nb.cells[cell_with(nb, "print(terminal_summary(sections))")])
     agents = {}  # the summary's rows: letter, lesson, agent, expects, points, dup, rep, unf, verdict
     for line in out.splitlines():
@@ -158,10 +162,10 @@ def test_lesson_1s_lines_agree_with_its_two_tables():
                          rf"{twice}\b", out, re.M), out
 
 
-def test_lesson_9s_zombie_lines_agree_with_its_rows():
+def test_lesson_11s_zombie_lines_agree_with_its_rows():
     """The stall's bill: the line that names who paid extra, and the count of orders that held, read the rows above
     them."""
-    nb = master("10_side_by_side")
+    nb = master("11_side_by_side")
     out = printed(nb.cells[cell_with(nb, "zombies = zombie_cost(pause=40)")])
     # the table's rows: lesson, agent, model calls clean, with the stall, extra, outcome
     rows = re.findall(r"^(\d\d)\s+\S+\s+\d+\s+\d+\s+(\w+)  (.*)$", out, re.M)

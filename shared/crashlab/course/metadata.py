@@ -53,7 +53,7 @@ class DemoAgent(TypedDict, total=False):
 
 
 class LessonMeta(TypedDict, total=False):
-    lesson: Required[str]               # "01" ... "10"
+    lesson: Required[str]               # "01" ... "11"
     title: Required[str]
     matrix_checks: list[MatrixCheck]
     demo_agents: list[DemoAgent]

@@ -1,4 +1,4 @@
-"""Answers written as cells rather than files (``def predict(...)`` in lesson 10), each a module of its own.
+"""Answers written as cells rather than files (``def predict(...)`` in lesson 11), each a module of its own.
 
 The judge calls these answers across the boundary like any other student module, so the grader writes
 each answer cell into a module in the student's folder. One module per cell, not one for all: a cell that

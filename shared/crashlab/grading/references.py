@@ -17,7 +17,7 @@ nothing of such a check's words (see :mod:`crashlab.grading.judge`).
 Outside grading -- the learner's own kernel, a master executed by its author -- there are no references and
 the agent runs as it is.
 
-An answer that is a cell's names rather than a file (lesson 10's self-check letters) is a key the same way:
+An answer that is a cell's names rather than a file (lesson 11's self-check letters) is a key the same way:
 the judge holds it (:func:`reference_value`) and no library module does, so nothing a notebook can import
 confirms a graded answer.
 """
@@ -160,7 +160,7 @@ def on_reference_answers(agent: str | Path) -> Path:
 
 def reference_value(gid: str, name: str):
     """While grading, in the judge: the value ``name`` has after the master's answer cell ``gid`` runs on its
-    own (lesson 10's self-check letters), for a check to compare the student's with. None outside grading,
+    own (lesson 11's self-check letters), for a check to compare the student's with. None outside grading,
     where no process holds the key -- there the master's own run is the answer, and nothing to compare."""
     if gid not in REFERENCES:
         return None

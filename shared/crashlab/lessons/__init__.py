@@ -61,12 +61,14 @@ if TYPE_CHECKING:  # each imported on first use (crashlab.plumbing.lazy reads th
     # what each engine records of an order, read from its own store
     from crashlab.engines.registry import ENGINES, read_record
     from crashlab.engines.langgraph.record import checkpoint_writes
-    from crashlab.engines.dbos.record import dbos_steps
+    from crashlab.engines.dbos.record import dbos_steps, dbos_stream
     from crashlab.engines.temporal.record import temporal_activities
     from crashlab.engines.restate.record import journal_entry_types, step_result, world_service
     # the long haul: how a durable record grows with the turns
     from crashlab.lessons.long_haul import (bytes_by_turn, growth_exponent, growth_plot, history_signals, human_bytes,
                                             one_record, temporal_runs)
+    # streaming: what the user saw, and what a streamed chunk costs
+    from crashlab.lessons.streaming import chunk_costs, cost_lines, user_saw
     # the benchmark
     from crashlab.bench import run_benchmark
     from crashlab.engines.temporal.bench_workflow import seconds_per_step
@@ -96,4 +98,5 @@ __all__ = [
     "terminal_summary", "throwaway_postgres", "timeline", "undo_steps", "use_quiet_runtime", "variant",
     "work_in_lesson_folder", "world_service", "zombie_cost",
     "judge_screen",
+    "chunk_costs", "cost_lines", "dbos_stream", "user_saw",
 ]

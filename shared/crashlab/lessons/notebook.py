@@ -148,7 +148,7 @@ def short_assertion(shell, etype, value, tb, tb_offset=None) -> list[str]:
     check = VISIBLE_CHECK.match(linecache.getline(failed[0], 1).strip()) if failed else None
     if issubclass(etype, NotImplementedError):
         if check is None and failed and _raised_by_placeholder(frames, failed):
-            lines = [NOT_ANSWERED_CELL]  # an answer cell run as given (exercise 3 of lesson 10 fills a dict in the open)
+            lines = [NOT_ANSWERED_CELL]  # an answer cell run as given (exercise 3 of lesson 11 fills a dict in the open)
             shell._showtraceback(etype, value, lines)
             return lines
         if check is None:

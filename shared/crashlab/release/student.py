@@ -11,7 +11,7 @@ with the course's own build (:func:`crashlab.grading.build.build_course`):
   lessons (a lesson's answers never go out with the lesson), so after NN's deadline. Where the release hands out
   a lesson to be answered whose answers later lessons build on (lesson 2's given agents run lesson 1's loop),
   that module is instead ``templates/own_lessonNN.py``, which runs the learner's own files of lesson NN;
-- ``lesson-files/NN/`` -- for a lesson that runs earlier lessons' reference agents (lesson 10 runs 1 and 2's),
+- ``lesson-files/NN/`` -- for a lesson that runs earlier lessons' reference agents (lesson 11 runs 1 and 2's),
   those agents, when their answers are released; the Makefile points the library at them;
 - a learner's ``README.md``, a ``Makefile`` (``make setup``, ``make lab``, ``make check NB=...`` -- the
   self-check of :mod:`crashlab.grading.selfcheck`), ``environment.yml``, ``pyproject.toml`` and

@@ -15,6 +15,7 @@ from typing import Any, Iterator
 from crashlab.engines.record import Entry, Record, Store
 from crashlab.order import ORDER_ID
 
+CLOSED = '"__DBOS_STREAM_CLOSED__"'  # DBOS's close marker, as its streams table keeps it (JSON)
 DATABASE = "dbos.sqlite"  # the file the lessons' agents give DBOS as its system database, in their state folder
 _QUERIES = (  # (kind, query): one row per entry, in order, as (name, size, turn)
     ("input", "SELECT '', length(inputs), NULL FROM {s}workflow_input WHERE workflow_uuid = {p}"),
@@ -54,9 +55,21 @@ class SystemDatabaseReader:
         return Record("dbos", order_id, tuple(entries))
 
 
+def dbos_stream(world: object, order_id: str = ORDER_ID, key: str = "answer",
+                database: str = DATABASE) -> list[tuple[int, int, bool]]:
+    """A DBOS stream of the order's workflow as its system database keeps it: ``(offset, function id, closed)`` per
+    value -- the function id says which step (or which operation of the workflow) wrote it, ``closed`` marks DBOS's
+    close marker. Values are not read: DBOS pickles them, and unpickling another's data runs its code."""
+    query = ('SELECT key, "offset", function_id, serialization, value FROM {s}streams WHERE workflow_uuid = {p} '
+             'ORDER BY "offset"')
+    with _rows(Store.of(world, database).file(DATABASE)) as run:
+        return [(int(offset), int(function_id), serialization == "portable_json" and value == CLOSED)
+                for name, offset, function_id, serialization, value in run(query, order_id) if name == key]
+
+
 def dbos_steps(world: object, order_id: str = ORDER_ID, database: str = DATABASE) -> list[str]:
     """The names of the order's workflow steps in DBOS's system database (the agent's SQLite file)."""
     return SystemDatabaseReader().read(Store.of(world, database), order_id).names("step")
 
 
-__all__ = ["DATABASE", "SystemDatabaseReader", "dbos_steps"]
+__all__ = ["DATABASE", "SystemDatabaseReader", "dbos_steps", "dbos_stream"]

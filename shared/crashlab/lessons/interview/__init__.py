@@ -1,7 +1,7 @@
 """The interview question bank: what a weak answer sounds like, what a strong one says, the follow-up
 to expect, and a multiple-choice self-check per question.
 
-Most questions are graded (lesson 10's exercise 3): their letters are not in the library at all, in any form,
+Most questions are graded (lesson 11's exercise 3): their letters are not in the library at all, in any form,
 because anything a notebook can import that tells right from wrong lets it try every choice until it is told
 "right". Their key is the master's answer cell, which only the grader's judge is handed. The practice
 questions (:data:`PRACTICE`, one per lesson) are not graded, and keep a salted hash of their letter, so a

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from crashlab.lessons.interview.question import GRADED, Question
 from crashlab.lessons.interview.question import question as _q
+from crashlab.lessons.interview.streaming import STREAMING
 
 
 BANK: tuple[Question, ...] = (
@@ -143,7 +144,7 @@ BANK: tuple[Question, ...] = (
        "What happens when the timeout fires, and who runs the code after it on each engine?",
        ["A worker thread sleeps until the approval arrives", "Poll the approvals table every minute from the agent",
         "A durable wait on a message with a timeout, recorded by the engine"], GRADED),
-    _q("q16", "10", "Our booking agent sometimes reserves the same hotel twice. How do you debug it?",
+    _q("q16", "11", "Our booking agent sometimes reserves the same hotel twice. How do you debug it?",
        "Add more logging to the agent.",
        "Start from the provider's records for the order: two reservations with no key or different keys mean a "
        "missing or per-attempt key; two with the same key mean the retry came after the provider forgot the key; "
@@ -154,7 +155,7 @@ BANK: tuple[Question, ...] = (
        ["Read the agent's own log to see what it did twice",
         "Add a check-before-reserve in the agent and watch whether it recurs",
         "Compare the provider's reservations, keys and process timeline"], "C"),
-    _q("q17", "10", "Each durable step pays for a write to the journal (an fsync, a database commit or a round trip to "
+    _q("q17", "11", "Each durable step pays for a write to the journal (an fsync, a database commit or a round trip to "
        "a server), and what that costs varies with the engine, the disk and the machine's load. Does it matter "
        "for an agent?",
        "Yes, it makes agents slow.",
@@ -383,7 +384,7 @@ BANK: tuple[Question, ...] = (
        ["In a step, whose recorded answer a recovery reads back",
         "In the workflow body, where it sees the latest conversation",
         "In a background thread, so the workflow does not wait for it"], GRADED),
-)
+) + STREAMING
 
 
 __all__ = ["BANK"]
