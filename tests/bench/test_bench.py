@@ -16,10 +16,12 @@ from crashlab.cli import bench as bench_cli
 ROW_KEYS = {"engine", "per_step_ms", "ratio_to_floor", "recovery_s", "recovery_startup_s", "recovery_steps_run",
             "samples_ms", "note"}
 TOP_KEYS = {"steps", "repeats", "engines", "floor_ms", "recovery", "recovery_steps", "recovery_kill_at", "rows",
-            "machine", "versions", "started", "elapsed_s"}
+            "machine", "versions", "started", "elapsed_s", "lengths", "result_bytes", "long_rows"}
+LONG_ROW_KEYS = {"engine", "bytes_at", "bytes_per_turn", "exponent", "recovery_s", "note"}
 # Two engines' own rows, and the cheapest integration beside one of them (no server, no framework to import)
 SMALL_RUN_ROWS = ["langgraph-sync", "dbos-sqlite", "langgraph-functional"]
 STEPS = 30  # enough steps that the per-step figure stands clear of one run's timing noise
+LENGTHS = [3, 6]  # the length axis in the same run: short, as each length is a crash and a resume per engine
 
 
 def _processes_mentioning(text: str) -> list[int]:
@@ -40,11 +42,11 @@ def _processes_mentioning(text: str) -> list[int]:
 def small_run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("bench")
     result = bench.run_benchmark(steps=STEPS, repeats=1, engines=["floor", *SMALL_RUN_ROWS], workdir=workdir,
-                                 progress=False, timeout_s=60)
+                                 progress=False, timeout_s=60, lengths=LENGTHS)
     return result, workdir
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 def test_floor_row_exists_and_ratios_use_this_runs_floor(small_run):
     result, workdir = small_run
     floor = result.row("floor")
@@ -63,7 +65,7 @@ def test_floor_row_exists_and_ratios_use_this_runs_floor(small_run):
         assert row.ratio_to_floor == pytest.approx(row.per_step_ms / result.floor_ms)
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 def test_recovery_after_sigkill_resumes_instead_of_starting_over(small_run):
     result, _ = small_run
     kill_at = STEPS // 2 + 1
@@ -77,7 +79,7 @@ def test_recovery_after_sigkill_resumes_instead_of_starting_over(small_run):
     assert "resumed at step" in result.row("dbos-sqlite").note
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 def test_json_has_the_documented_keys(small_run):
     result, _ = small_run
     data = json.loads(json.dumps(result.as_dict()))
@@ -92,6 +94,40 @@ def test_json_has_the_documented_keys(small_run):
     assert all(name in text for name in ("floor", "langgraph-sync", "dbos-sqlite"))
 
 
+@pytest.mark.timeout(180)
+def test_the_length_axis_reads_each_engines_long_agent_from_its_own_record(small_run):
+    """One long-agent row per engine (not per variant, not for an integration): its record's bytes at each length,
+    a recovery after SIGKILL at each, and a growth exponent that is a number -- LangGraph's checkpoints, which store
+    the whole conversation after each turn, growing faster than DBOS's step outputs, which store each result once.
+    Bytes are read from the engines' stores, so that comparison does not depend on the machine's speed."""
+    result, _ = small_run
+    assert result.lengths == LENGTHS
+    assert [r.engine for r in result.long_rows] == ["langgraph-sync", "dbos-sqlite"]
+    for r in result.long_rows:
+        assert sorted(r.bytes_at) == LENGTHS and sorted(r.recovery_s) == LENGTHS, f"{r.engine}: {r.note}"
+        assert 0 < r.bytes_at[3] < r.bytes_at[6], r.bytes_at
+        assert r.bytes_per_turn(6) >= result.result_bytes, "each turn's result is in the record"
+        assert all(s > 0 for s in r.recovery_s.values())
+        assert isinstance(r.exponent, float) and math.isfinite(r.exponent)
+    assert result.long_row("langgraph-sync").exponent > result.long_row("dbos-sqlite").exponent
+    data = json.loads(json.dumps(result.as_dict()))
+    assert data["lengths"] == LENGTHS and all(set(r) == LONG_ROW_KEYS for r in data["long_rows"])
+    table = result.table()
+    assert "long agent" in table and "exponent" in table and max(map(len, table.splitlines())) <= 95
+
+
+def test_lengths_parse_and_bad_ones_are_one_line_errors(capsys):
+    assert bench_cli._lengths("30, 10,100,10") == [10, 30, 100]
+    for bad in ("1,10", "10,x", f"{bench_cli.MAX_LENGTH + 1}", ""):
+        with pytest.raises(SystemExit) as exited:
+            bench_cli.main(["--lengths", bad])
+        assert exited.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err and "--lengths" in err[-1] and "Traceback" not in "\n".join(err), err
+    with pytest.raises(ValueError, match="at least 2 turns"):
+        bench.run_benchmark(steps=3, engines=["floor"], lengths=[1], progress=False)
+
+
 def _assert_measured_beside(result, variant: str, title: str, beside: str) -> None:
     """A finite figure, its ratio to this run's floor, and a note (in the table too) naming the engine row it is
     set against, with the ratio of the two."""
@@ -102,7 +138,7 @@ def _assert_measured_beside(result, variant: str, title: str, beside: str) -> No
     assert row.note.startswith(pair) and pair in " ".join(result.table().split()), row.note  # notes wrap
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 def test_langgraphs_functional_api_is_measured_and_recovered_beside_the_graph(small_run):
     result, _ = small_run
     _assert_measured_beside(result, "langgraph-functional", "LangGraph's functional API", "langgraph-sync")
@@ -188,7 +224,7 @@ def test_command_line_writes_the_json(tmp_path, capsys):
     assert "floor" in capsys.readouterr().out
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(120)
 def test_restate_is_measured_on_a_real_server_and_resumes_from_its_journal(tmp_path):
     """One Restate server for the run, stopped after it; the per-step ratio is to this run's floor; the new
     endpoint process replays the journal and runs only the killed step and the rest."""
@@ -199,7 +235,10 @@ def test_restate_is_measured_on_a_real_server_and_resumes_from_its_journal(tmp_p
     # of about a millisecond and make the figure negative (seen once in CI); 40 steps take well under a second.
     steps = 40
     result = bench.run_benchmark(steps=steps, repeats=1, engines=["floor", "restate"], workdir=tmp_path,
-                                 progress=False, timeout_s=60)
+                                 progress=False, timeout_s=60, lengths=[4])
+    long = result.long_row("restate")  # its long agent's journal, read as the lessons read an order's
+    assert long.bytes_at.get(4, 0) >= 4 * result.result_bytes and 4 in long.recovery_s, long.note
+    assert long.exponent is not None and math.isfinite(long.exponent), long.note
     row = result.row("restate")
     assert row.per_step_ms is not None and row.per_step_ms > 0, row.note
     assert row.ratio_to_floor == pytest.approx(row.per_step_ms / result.floor_ms)
