@@ -75,7 +75,8 @@ from __future__ import annotations
 
 from crashlab.bench.common import BenchError, engine_rows
 from crashlab.bench.results import BenchResult, BenchRow
-from crashlab.bench.run import run_benchmark
+from crashlab.bench.lengths import LongRow
+from crashlab.bench.run import run_benchmark, run_long_agents
 
 # The package's parts (each module says what it holds): common (the rows and their workloads, read from the engine
 # registry), results (BenchRow, BenchResult: table, plots, JSON), floor (the fsync floor's workload; each engine's
@@ -83,4 +84,4 @@ from crashlab.bench.run import run_benchmark
 # watchdog), measure (the per-step measurement in it), lengths (the length axis), spawn (running the children and servers from the caller's
 # process), run (run_benchmark); its command line is crashlab.cli.bench.
 
-__all__ = ["run_benchmark", "BenchResult", "BenchRow", "BenchError", "engine_rows"]
+__all__ = ["run_benchmark", "run_long_agents", "BenchResult", "BenchRow", "BenchError", "LongRow", "engine_rows"]

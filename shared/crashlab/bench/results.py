@@ -105,9 +105,13 @@ class BenchResult:
         if notes:
             out += ["", "notes:", *(f"  {note}" for note in notes)]
         if self.lengths:
-            out += ["", long_table(self.long_rows, self.lengths, {r.engine: r.per_step_ms for r in self.rows},
-                                   self.result_bytes)]
+            out += ["", self.long_table()]
         return fit("\n".join(out), indent="    ")
+
+    def long_table(self) -> str:
+        """The length axis alone: one long-agent row per engine, beside its per-step cost from this run."""
+        return fit(long_table(self.long_rows, self.lengths, {r.engine: r.per_step_ms for r in self.rows},
+                              self.result_bytes), indent="    ")
 
     def __str__(self) -> str:
         return self.table()

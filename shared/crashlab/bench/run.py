@@ -182,6 +182,15 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
                        result_bytes=result_bytes)
 
 
+def run_long_agents(lengths: Sequence[int], steps: int = 20, timeout_s: float = 180.0, progress: bool = True,
+                    workdir: str | os.PathLike | None = None) -> BenchResult:
+    """One long-agent row per engine (each registry entry's ``long_bench`` row) at ``lengths``, beside that row's
+    per-step cost (``steps`` per workflow, one run) and no other recovery scene: what the demo and the side-by-side
+    lesson show."""
+    return run_benchmark(steps=steps, repeats=1, engines=[entry.long_bench for entry in registry.ENGINES.values()],
+                         workdir=workdir, progress=progress, recovery=False, timeout_s=timeout_s, lengths=lengths)
+
+
 def _with_pairs(engines: list[str]) -> list[str]:
     """The rows to measure: the floor first (every ratio needs the floor of this very run), and each framework
     integration right after its engine's own row (put there if the caller did not name it)."""
