@@ -276,3 +276,24 @@ def test_a_floor_lost_in_the_noise_gives_no_ratios_and_says_so(tmp_path, monkeyp
     assert "below the noise" in ax.get_title()
     assert sum(t.get_text() == "n/a" for t in ax.texts) == 2, "no bar is drawn against a floor lost in the noise"
 
+
+
+@pytest.mark.timeout(30)
+def test_long_agents_beside_an_earlier_run_take_its_per_step_costs_instead_of_measuring_again(tmp_path, monkeypatch):
+    """The side-by-side lesson's long rows: one per engine (each registry entry's long_bench row), set beside the
+    per-step costs its benchmark cell measured a moment before, which are not measured a second time."""
+    from crashlab.bench import run as bench_run
+    from crashlab.engines.registry import ENGINES
+
+    monkeypatch.setattr(bench_run, "availability", lambda engine: None)
+    monkeypatch.setattr(bench_run, "measure_engine", lambda engine, *a, **k: [2.0])
+    earlier = bench.run_benchmark(steps=3, repeats=1, engines=["dbos-sqlite"], workdir=tmp_path, progress=False,
+                                  recovery=False)
+    monkeypatch.setattr(bench_run, "measure_engine", lambda *a, **k: pytest.fail("a per-step cost measured again"))
+    monkeypatch.setattr(bench_run, "measure_lengths", lambda engine, servers, workdir, lengths, *a, **k:
+                        bench.LongRow(engine, {n: 1500 * n for n in lengths}, {n: 1.0 for n in lengths}, 1.0))
+    result = bench.run_long_agents([30], beside=earlier, workdir=tmp_path, progress=False)
+    assert [r.engine for r in result.long_rows] == [entry.long_bench for entry in ENGINES.values()]
+    assert result.row("dbos-sqlite").per_step_ms == 2.0
+    table = result.long_table()
+    assert "dbos-sqlite     2.000 ms" in table and "1.5 KB" in table and "B/turn@30" in table

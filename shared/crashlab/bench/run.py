@@ -66,7 +66,7 @@ def _note_for(engine: str, steps_run: int | None, steps: int, kill_at: int) -> s
 def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | None = None,
                   workdir: str | os.PathLike | None = None, progress: bool = True, recovery: bool = True,
                   timeout_s: float = 180.0, lengths: Sequence[int] | None = None,
-                  result_bytes: int = RESULT_BYTES) -> BenchResult:
+                  result_bytes: int = RESULT_BYTES, per_step: bool = True) -> BenchResult:
     """Measure every engine in ``engines`` (default: :func:`~crashlab.bench.common.engine_rows`, the engines' own
     rows; a framework integration is measured when named, with its engine's own row
     put before it if not named too) and return the table.
@@ -74,7 +74,8 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
     ``steps`` per workflow (at least 2), median of ``repeats``; ``recovery`` adds the SIGKILL scene per
     engine. Each measurement is a new process with ``timeout_s``; servers started here are stopped before
     returning. ``lengths`` (turns, each at least 2) adds the length axis (:mod:`crashlab.bench.lengths`): each engine's
-    long agent, on the row its registry entry names, measured at each length with ``result_bytes`` per turn.
+    long agent, on the row its registry entry names, measured at each length with ``result_bytes`` per turn;
+    ``per_step=False`` leaves out the per-step measurement (and so the recovery scene): the length axis alone.
     Files go to a new ``run-*`` directory under ``workdir`` (kept: databases, each child's log
     and raw JSON) or to a temporary directory (deleted). Never raises for an engine that cannot run: its
     row says why.
@@ -101,7 +102,7 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
         with contextlib.suppress(ImportError):
             from tqdm.auto import tqdm  # a widget in a notebook, text on stderr in a terminal
 
-            bar = tqdm(total=len(engines) * (2 if recovery else 1) + 1 + len(long_variants(engines)) * len(lengths),
+            bar = tqdm(total=len(engines) * (per_step + recovery) + 1 + len(long_variants(engines)) * len(lengths),
                        desc="bench", unit="task", leave=False)
 
     def tick(text: str) -> None:
@@ -119,7 +120,8 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
                 why = availability(engine)
                 if why:
                     row.note = why
-                    tick(engine)
+                    if per_step:
+                        tick(engine)
                     if recovery:
                         tick(engine)
                     if lengths and long_variants([engine]):
@@ -127,15 +129,16 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
                         for n in lengths:
                             tick(f"{engine} at {n} turns")
                     continue
-                try:
-                    row.samples_ms = [round(s, 4) for s in
-                                      measure_engine(engine, servers, run_dir, steps, repeats, timeout_s)]
-                    row.per_step_ms = statistics.median(row.samples_ms)
-                    if row.per_step_ms <= 0:  # (t(N) - t(1)) / (N - 1) lost in one invocation's jitter
-                        row.note = _below_noise(steps)
-                except Exception as exc:  # noqa: BLE001 -- every failure becomes a row, never a traceback
-                    row.note = str(exc) if isinstance(exc, BenchError) else f"{type(exc).__name__}: {exc}"
-                tick(f"{engine} measured")
+                if per_step:
+                    try:
+                        row.samples_ms = [round(s, 4) for s in
+                                          measure_engine(engine, servers, run_dir, steps, repeats, timeout_s)]
+                        row.per_step_ms = statistics.median(row.samples_ms)
+                        if row.per_step_ms <= 0:  # (t(N) - t(1)) / (N - 1) lost in one invocation's jitter
+                            row.note = _below_noise(steps)
+                    except Exception as exc:  # noqa: BLE001 -- every failure becomes a row, never a traceback
+                        row.note = str(exc) if isinstance(exc, BenchError) else f"{type(exc).__name__}: {exc}"
+                    tick(f"{engine} measured")
                 if recovery and engine != FLOOR and row.ok:
                     try:
                         got = recover_engine(engine, servers, run_dir, steps, timeout_s)
@@ -183,12 +186,18 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
 
 
 def run_long_agents(lengths: Sequence[int], steps: int = 20, timeout_s: float = 180.0, progress: bool = True,
-                    workdir: str | os.PathLike | None = None) -> BenchResult:
+                    workdir: str | os.PathLike | None = None, beside: BenchResult | None = None) -> BenchResult:
     """One long-agent row per engine (each registry entry's ``long_bench`` row) at ``lengths``, beside that row's
     per-step cost (``steps`` per workflow, one run) and no other recovery scene: what the demo and the side-by-side
-    lesson show."""
-    return run_benchmark(steps=steps, repeats=1, engines=[entry.long_bench for entry in registry.ENGINES.values()],
-                         workdir=workdir, progress=progress, recovery=False, timeout_s=timeout_s, lengths=lengths)
+    lesson show. ``beside``: a run made already on this machine, whose per-step rows are taken instead of measuring
+    them again (the side-by-side lesson's, a few cells up)."""
+    result = run_benchmark(steps=steps, repeats=1, engines=[entry.long_bench for entry in registry.ENGINES.values()],
+                           workdir=workdir, progress=progress, recovery=False, timeout_s=timeout_s, lengths=lengths,
+                           per_step=beside is None)
+    if beside is not None:
+        measured = {r.engine: r for r in beside.rows}
+        result.rows = [measured.get(r.engine, r) for r in result.rows]
+    return result
 
 
 def _with_pairs(engines: list[str]) -> list[str]:

@@ -68,7 +68,7 @@ if TYPE_CHECKING:  # each imported on first use (crashlab.plumbing.lazy reads th
     from crashlab.lessons.long_haul import (bytes_by_turn, growth_exponent, growth_plot, history_signals, human_bytes,
                                             one_record, temporal_runs)
     # the benchmark
-    from crashlab.bench import run_benchmark
+    from crashlab.bench import run_benchmark, run_long_agents
     from crashlab.engines.temporal.bench_workflow import seconds_per_step
     # the soak's bill of a stalled world, engine by engine (the side-by-side lesson)
     from crashlab.soak.zombies import zombie_cost
@@ -96,4 +96,5 @@ __all__ = [
     "terminal_summary", "throwaway_postgres", "timeline", "undo_steps", "use_quiet_runtime", "variant",
     "work_in_lesson_folder", "world_service", "zombie_cost",
     "judge_screen",
+    "run_long_agents",  # the long agent, one row per engine (the side-by-side lesson)
 ]
