@@ -218,10 +218,12 @@ def test_a_measurement_that_hangs_is_killed_and_reported(tmp_path):
 def test_command_line_writes_the_json(tmp_path, capsys):
     out = tmp_path / "bench.json"
     assert bench_cli.main(["--engines", "floor", "--steps", "40", "--repeats", "1", "--no-recovery",
-                       "--workdir", str(tmp_path / "work"), "--json", str(out)]) == 0
+                       "--workdir", str(tmp_path / "work"), "--json", str(out), "--lengths", "3"]) == 0
     data = json.loads(out.read_text())
     assert set(data) == TOP_KEYS and data["rows"][0]["engine"] == "floor" and data["floor_ms"] > 0
-    assert "floor" in capsys.readouterr().out
+    assert data["lengths"] == [3] and data["long_rows"] == []
+    said = capsys.readouterr().out
+    assert "floor" in said and "no long agent was measured" in said  # the floor has none: the table says so
 
 
 @pytest.mark.timeout(120)

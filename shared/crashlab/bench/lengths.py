@@ -76,6 +76,9 @@ def long_table(rows: Sequence[LongRow], lengths: Sequence[int], per_step_ms: dic
     """The length axis as columns: each engine's per-step cost (from the main table), its record's bytes per turn at
     each length, the growth exponent, and the recovery time after a SIGKILL at each length."""
     lengths = sorted(set(lengths))
+    if not rows:
+        return ("no long agent was measured: the length axis runs on each engine's own row "
+                f"({', '.join(entry.long_bench for entry in ENGINES.values())}); name one in --engines")
     head = ["long agent", "per step", *(f"B/turn@{n}" for n in lengths), "exponent",
             *(f"rec@{n}" for n in lengths)]
     lines = []
