@@ -21,7 +21,7 @@ LONG_ROW_KEYS = {"engine", "bytes_at", "bytes_per_turn", "exponent", "recovery_s
 # Two engines' own rows, and the cheapest integration beside one of them (no server, no framework to import)
 SMALL_RUN_ROWS = ["langgraph-sync", "dbos-sqlite", "langgraph-functional"]
 STEPS = 30  # enough steps that the per-step figure stands clear of one run's timing noise
-LENGTHS = [3, 6]  # the length axis in the same run: short, as each length is a crash and a resume per engine
+LENGTHS = [6]  # the length axis on real engines: one short length, as each is a crash and a resume per engine
 
 
 def _processes_mentioning(text: str) -> list[int]:
@@ -42,11 +42,11 @@ def _processes_mentioning(text: str) -> list[int]:
 def small_run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("bench")
     result = bench.run_benchmark(steps=STEPS, repeats=1, engines=["floor", *SMALL_RUN_ROWS], workdir=workdir,
-                                 progress=False, timeout_s=60, lengths=LENGTHS)
+                                 progress=False, timeout_s=60)
     return result, workdir
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(120)
 def test_floor_row_exists_and_ratios_use_this_runs_floor(small_run):
     result, workdir = small_run
     floor = result.row("floor")
@@ -65,7 +65,7 @@ def test_floor_row_exists_and_ratios_use_this_runs_floor(small_run):
         assert row.ratio_to_floor == pytest.approx(row.per_step_ms / result.floor_ms)
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(120)
 def test_recovery_after_sigkill_resumes_instead_of_starting_over(small_run):
     result, _ = small_run
     kill_at = STEPS // 2 + 1
@@ -79,7 +79,7 @@ def test_recovery_after_sigkill_resumes_instead_of_starting_over(small_run):
     assert "resumed at step" in result.row("dbos-sqlite").note
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(120)
 def test_json_has_the_documented_keys(small_run):
     result, _ = small_run
     data = json.loads(json.dumps(result.as_dict()))
@@ -94,26 +94,51 @@ def test_json_has_the_documented_keys(small_run):
     assert all(name in text for name in ("floor", "langgraph-sync", "dbos-sqlite"))
 
 
-@pytest.mark.timeout(180)
-def test_the_length_axis_reads_each_engines_long_agent_from_its_own_record(small_run):
+@pytest.mark.timeout(120)
+def test_the_length_axis_reads_each_engines_long_agent_from_its_own_record(tmp_path):
     """One long-agent row per engine (not per variant, not for an integration): its record's bytes at each length,
     a recovery after SIGKILL at each, and a growth exponent that is a number -- LangGraph's checkpoints, which store
     the whole conversation after each turn, growing faster than DBOS's step outputs, which store each result once.
-    Bytes are read from the engines' stores, so that comparison does not depend on the machine's speed."""
-    result, _ = small_run
+    Bytes are read from the engines' stores, so that comparison does not depend on the machine's speed. The length
+    axis alone (per_step=False): a run of its own, so that no worker pays for it with another test's fixture."""
+    result = bench.run_benchmark(steps=3, engines=["langgraph-async", "langgraph-sync", "dbos-sqlite"], workdir=tmp_path,
+                                 progress=False, recovery=False, timeout_s=60, lengths=LENGTHS, per_step=False)
     assert result.lengths == LENGTHS
     assert [r.engine for r in result.long_rows] == ["langgraph-sync", "dbos-sqlite"]
     for r in result.long_rows:
         assert sorted(r.bytes_at) == LENGTHS and sorted(r.recovery_s) == LENGTHS, f"{r.engine}: {r.note}"
-        assert 0 < r.bytes_at[3] < r.bytes_at[6], r.bytes_at
         assert r.bytes_per_turn(6) >= result.result_bytes, "each turn's result is in the record"
         assert all(s > 0 for s in r.recovery_s.values())
         assert isinstance(r.exponent, float) and math.isfinite(r.exponent)
     assert result.long_row("langgraph-sync").exponent > result.long_row("dbos-sqlite").exponent
+    assert all(r.per_step_ms is None for r in result.rows), "per_step=False measures no per-step cost"
     data = json.loads(json.dumps(result.as_dict()))
-    assert data["lengths"] == LENGTHS and all(set(r) == LONG_ROW_KEYS for r in data["long_rows"])
+    assert set(data) == TOP_KEYS and data["lengths"] == LENGTHS
+    assert all(set(r) == LONG_ROW_KEYS for r in data["long_rows"])
     table = result.table()
     assert "long agent" in table and "exponent" in table and max(map(len, table.splitlines())) <= 95
+
+
+def test_each_length_is_a_crash_and_a_resume_and_the_exponent_fits_the_longest(tmp_path, monkeypatch):
+    """The length axis's bookkeeping, with the recovery scenes faked: a scene per length, SIGKILL in its last turn,
+    the bytes after each length from the record's turn-by-turn totals, the exponent over the longest run's (here a
+    record that grows like the square of the turns), and a length that failed a note of its own."""
+    from crashlab.bench import lengths as bench_lengths
+
+    scenes = []
+
+    def scene(engine, servers, workdir, n, timeout, kill_at, result_bytes):
+        scenes.append((n, kill_at, result_bytes))
+        if n == 7:
+            raise bench.BenchError("the Temporal server went away")
+        return {"recovery_s": n / 10, "sizes": [100 * t * t for t in range(1, n + 1)]}
+
+    monkeypatch.setattr(bench_lengths, "recover_engine", scene)
+    row = bench_lengths.measure_lengths("temporal", None, tmp_path, [40, 10, 7], 500, 60)
+    assert scenes == [(7, 7, 500), (10, 10, 500), (40, 40, 500)]
+    assert row.bytes_at == {10: 10_000, 40: 160_000} and row.recovery_s == {10: 1.0, 40: 4.0}
+    assert row.bytes_per_turn(40) == 4000 and row.bytes_per_turn(7) is None
+    assert row.exponent == pytest.approx(2.0) and "7 turns not measured: the Temporal server went away" in row.note
 
 
 def test_lengths_parse_and_bad_ones_are_one_line_errors(capsys):
@@ -138,7 +163,7 @@ def _assert_measured_beside(result, variant: str, title: str, beside: str) -> No
     assert row.note.startswith(pair) and pair in " ".join(result.table().split()), row.note  # notes wrap
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(120)
 def test_langgraphs_functional_api_is_measured_and_recovered_beside_the_graph(small_run):
     result, _ = small_run
     _assert_measured_beside(result, "langgraph-functional", "LangGraph's functional API", "langgraph-sync")
@@ -240,6 +265,7 @@ def test_restate_is_measured_on_a_real_server_and_resumes_from_its_journal(tmp_p
                                  progress=False, timeout_s=60, lengths=[4])
     long = result.long_row("restate")  # its long agent's journal, read as the lessons read an order's
     assert long.bytes_at.get(4, 0) >= 4 * result.result_bytes and 4 in long.recovery_s, long.note
+    assert long.bytes_per_turn(4) < 2 * result.result_bytes, "a ctx.run's result is journaled once, not its input"
     assert long.exponent is not None and math.isfinite(long.exponent), long.note
     row = result.row("restate")
     assert row.per_step_ms is not None and row.per_step_ms > 0, row.note
