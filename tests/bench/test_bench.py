@@ -143,12 +143,13 @@ def test_each_length_is_a_crash_and_a_resume_and_the_exponent_fits_the_longest(t
 
 def test_lengths_parse_and_bad_ones_are_one_line_errors(capsys):
     assert bench_cli._lengths("30, 10,100,10") == [10, 30, 100]
-    for bad in ("1,10", "10,x", f"{bench_cli.MAX_LENGTH + 1}", ""):
+    for option, bad in [*(("--lengths", text) for text in ("1,10", "10,x", f"{bench_cli.MAX_LENGTH + 1}", "")),
+                        ("--result-bytes", "0"), ("--result-bytes", f"{bench_cli.MAX_RESULT_BYTES + 1}")]:
         with pytest.raises(SystemExit) as exited:
-            bench_cli.main(["--lengths", bad])
+            bench_cli.main([option, bad])
         assert exited.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert err and "--lengths" in err[-1] and "Traceback" not in "\n".join(err), err
+        assert err and option in err[-1] and "Traceback" not in "\n".join(err), err
     with pytest.raises(ValueError, match="at least 2 turns"):
         bench.run_benchmark(steps=3, engines=["floor"], lengths=[1], progress=False)
 

@@ -47,6 +47,18 @@ def _lengths(text: str) -> list[int]:
     return sorted(set(found))
 
 
+MAX_RESULT_BYTES = 100_000  # a long tool result; the engines' own payload limits are the rows' to report
+
+
+def _result_bytes(text: str) -> int:
+    from crashlab.cli.args import positive_int
+
+    size = positive_int(text)
+    if size > MAX_RESULT_BYTES:
+        raise argparse.ArgumentTypeError(f"at most {MAX_RESULT_BYTES} bytes a result, got {text!r}")
+    return size
+
+
 def main(argv: list[str] | None = None) -> int:
     from crashlab.cli import args as check
 
@@ -64,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lengths", type=_lengths, default=None,
                         help="the length axis: each engine's long agent at these turns, comma-separated (10,30,100): "
                              "its record's bytes per turn, growth exponent and recovery after SIGKILL at each")
-    parser.add_argument("--result-bytes", type=check.positive_int, default=RESULT_BYTES,
+    parser.add_argument("--result-bytes", type=_result_bytes, default=RESULT_BYTES,
                         help=f"the long agent's result per turn, in bytes (default {RESULT_BYTES})")
     parser.add_argument("--timeout", type=check.positive_seconds, default=180.0, help="seconds allowed per process")
     parser.add_argument("--workdir", type=check.output_folder, default=None,
