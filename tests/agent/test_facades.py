@@ -58,6 +58,8 @@ LESSONS = [
     # the long task
     "BacklogAudit", "SUMMARY_ASK", "backlog_id", "backlog_of", "backlog_orders", "backlog_task", "backlog_turns",
     "boundary_points", "is_backlog", "plan", "progress_line", "task_for",
+    # the benchmark's length axis: the long agent, one row per engine
+    "run_long_agents",
 ]
 
 

@@ -16,10 +16,12 @@ from crashlab.cli import bench as bench_cli
 ROW_KEYS = {"engine", "per_step_ms", "ratio_to_floor", "recovery_s", "recovery_startup_s", "recovery_steps_run",
             "samples_ms", "note"}
 TOP_KEYS = {"steps", "repeats", "engines", "floor_ms", "recovery", "recovery_steps", "recovery_kill_at", "rows",
-            "machine", "versions", "started", "elapsed_s"}
+            "machine", "versions", "started", "elapsed_s", "lengths", "result_bytes", "long_rows"}
+LONG_ROW_KEYS = {"engine", "bytes_at", "bytes_per_turn", "exponent", "recovery_s", "note"}
 # Two engines' own rows, and the cheapest integration beside one of them (no server, no framework to import)
 SMALL_RUN_ROWS = ["langgraph-sync", "dbos-sqlite", "langgraph-functional"]
 STEPS = 30  # enough steps that the per-step figure stands clear of one run's timing noise
+LENGTHS = [6]  # the length axis on real engines: one short length, as each is a crash and a resume per engine
 
 
 def _processes_mentioning(text: str) -> list[int]:
@@ -90,6 +92,66 @@ def test_json_has_the_documented_keys(small_run):
     assert {"langgraph", "dbos", "pydantic-ai-slim"} <= set(data["versions"])  # every installed one, asked or not
     text = result.table()
     assert all(name in text for name in ("floor", "langgraph-sync", "dbos-sqlite"))
+
+
+@pytest.mark.timeout(120)
+def test_the_length_axis_reads_each_engines_long_agent_from_its_own_record(tmp_path):
+    """One long-agent row per engine (not per variant, not for an integration): its record's bytes at each length,
+    a recovery after SIGKILL at each, and a growth exponent that is a number -- LangGraph's checkpoints, which store
+    the whole conversation after each turn, growing faster than DBOS's step outputs, which store each result once.
+    Bytes are read from the engines' stores, so that comparison does not depend on the machine's speed. The length
+    axis alone (per_step=False): a run of its own, so that no worker pays for it with another test's fixture."""
+    result = bench.run_benchmark(steps=3, engines=["langgraph-async", "langgraph-sync", "dbos-sqlite"], workdir=tmp_path,
+                                 progress=False, recovery=False, timeout_s=60, lengths=LENGTHS, per_step=False)
+    assert result.lengths == LENGTHS
+    assert [r.engine for r in result.long_rows] == ["langgraph-sync", "dbos-sqlite"]
+    for r in result.long_rows:
+        assert sorted(r.bytes_at) == LENGTHS and sorted(r.recovery_s) == LENGTHS, f"{r.engine}: {r.note}"
+        assert r.bytes_per_turn(6) >= result.result_bytes, "each turn's result is in the record"
+        assert all(s > 0 for s in r.recovery_s.values())
+        assert isinstance(r.exponent, float) and math.isfinite(r.exponent)
+    assert result.long_row("langgraph-sync").exponent > result.long_row("dbos-sqlite").exponent
+    assert all(r.per_step_ms is None for r in result.rows), "per_step=False measures no per-step cost"
+    data = json.loads(json.dumps(result.as_dict()))
+    assert set(data) == TOP_KEYS and data["lengths"] == LENGTHS
+    assert all(set(r) == LONG_ROW_KEYS for r in data["long_rows"])
+    table = result.table()
+    assert "long agent" in table and "exponent" in table and max(map(len, table.splitlines())) <= 95
+
+
+def test_each_length_is_a_crash_and_a_resume_and_the_exponent_fits_the_longest(tmp_path, monkeypatch):
+    """The length axis's bookkeeping, with the recovery scenes faked: a scene per length, SIGKILL in its last turn,
+    the bytes after each length from the record's turn-by-turn totals, the exponent over the longest run's (here a
+    record that grows like the square of the turns), and a length that failed a note of its own."""
+    from crashlab.bench import lengths as bench_lengths
+
+    scenes = []
+
+    def scene(engine, servers, workdir, n, timeout, kill_at, result_bytes):
+        scenes.append((n, kill_at, result_bytes))
+        if n == 7:
+            raise bench.BenchError("the Temporal server went away")
+        return {"recovery_s": n / 10, "sizes": [100 * t * t for t in range(1, n + 1)]}
+
+    monkeypatch.setattr(bench_lengths, "recover_engine", scene)
+    row = bench_lengths.measure_lengths("temporal", None, tmp_path, [40, 10, 7], 500, 60)
+    assert scenes == [(7, 7, 500), (10, 10, 500), (40, 40, 500)]
+    assert row.bytes_at == {10: 10_000, 40: 160_000} and row.recovery_s == {10: 1.0, 40: 4.0}
+    assert row.bytes_per_turn(40) == 4000 and row.bytes_per_turn(7) is None
+    assert row.exponent == pytest.approx(2.0) and "7 turns not measured: the Temporal server went away" in row.note
+
+
+def test_lengths_parse_and_bad_ones_are_one_line_errors(capsys):
+    assert bench_cli._lengths("30, 10,100,10") == [10, 30, 100]
+    for option, bad in [*(("--lengths", text) for text in ("1,10", "10,x", f"{bench_cli.MAX_LENGTH + 1}", "")),
+                        ("--result-bytes", "0"), ("--result-bytes", f"{bench_cli.MAX_RESULT_BYTES + 1}")]:
+        with pytest.raises(SystemExit) as exited:
+            bench_cli.main([option, bad])
+        assert exited.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err and option in err[-1] and "Traceback" not in "\n".join(err), err
+    with pytest.raises(ValueError, match="at least 2 turns"):
+        bench.run_benchmark(steps=3, engines=["floor"], lengths=[1], progress=False)
 
 
 def _assert_measured_beside(result, variant: str, title: str, beside: str) -> None:
@@ -182,13 +244,15 @@ def test_a_measurement_that_hangs_is_killed_and_reported(tmp_path):
 def test_command_line_writes_the_json(tmp_path, capsys):
     out = tmp_path / "bench.json"
     assert bench_cli.main(["--engines", "floor", "--steps", "40", "--repeats", "1", "--no-recovery",
-                       "--workdir", str(tmp_path / "work"), "--json", str(out)]) == 0
+                       "--workdir", str(tmp_path / "work"), "--json", str(out), "--lengths", "3"]) == 0
     data = json.loads(out.read_text())
     assert set(data) == TOP_KEYS and data["rows"][0]["engine"] == "floor" and data["floor_ms"] > 0
-    assert "floor" in capsys.readouterr().out
+    assert data["lengths"] == [3] and data["long_rows"] == []
+    said = capsys.readouterr().out
+    assert "floor" in said and "no long agent was measured" in said  # the floor has none: the table says so
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(120)
 def test_restate_is_measured_on_a_real_server_and_resumes_from_its_journal(tmp_path):
     """One Restate server for the run, stopped after it; the per-step ratio is to this run's floor; the new
     endpoint process replays the journal and runs only the killed step and the rest."""
@@ -199,7 +263,11 @@ def test_restate_is_measured_on_a_real_server_and_resumes_from_its_journal(tmp_p
     # of about a millisecond and make the figure negative (seen once in CI); 40 steps take well under a second.
     steps = 40
     result = bench.run_benchmark(steps=steps, repeats=1, engines=["floor", "restate"], workdir=tmp_path,
-                                 progress=False, timeout_s=60)
+                                 progress=False, timeout_s=60, lengths=[4])
+    long = result.long_row("restate")  # its long agent's journal, read as the lessons read an order's
+    assert long.bytes_at.get(4, 0) >= 4 * result.result_bytes and 4 in long.recovery_s, long.note
+    assert long.bytes_per_turn(4) < 2 * result.result_bytes, "a ctx.run's result is journaled once, not its input"
+    assert long.exponent is not None and math.isfinite(long.exponent), long.note
     row = result.row("restate")
     assert row.per_step_ms is not None and row.per_step_ms > 0, row.note
     assert row.ratio_to_floor == pytest.approx(row.per_step_ms / result.floor_ms)
@@ -237,3 +305,24 @@ def test_a_floor_lost_in_the_noise_gives_no_ratios_and_says_so(tmp_path, monkeyp
     assert "below the noise" in ax.get_title()
     assert sum(t.get_text() == "n/a" for t in ax.texts) == 2, "no bar is drawn against a floor lost in the noise"
 
+
+
+@pytest.mark.timeout(30)
+def test_long_agents_beside_an_earlier_run_take_its_per_step_costs_instead_of_measuring_again(tmp_path, monkeypatch):
+    """The side-by-side lesson's long rows: one per engine (each registry entry's long_bench row), set beside the
+    per-step costs its benchmark cell measured a moment before, which are not measured a second time."""
+    from crashlab.bench import run as bench_run
+    from crashlab.engines.registry import ENGINES
+
+    monkeypatch.setattr(bench_run, "availability", lambda engine: None)
+    monkeypatch.setattr(bench_run, "measure_engine", lambda engine, *a, **k: [2.0])
+    earlier = bench.run_benchmark(steps=3, repeats=1, engines=["dbos-sqlite"], workdir=tmp_path, progress=False,
+                                  recovery=False)
+    monkeypatch.setattr(bench_run, "measure_engine", lambda *a, **k: pytest.fail("a per-step cost measured again"))
+    monkeypatch.setattr(bench_run, "measure_lengths", lambda engine, servers, workdir, lengths, *a, **k:
+                        bench.LongRow(engine, {n: 1500 * n for n in lengths}, {n: 1.0 for n in lengths}, 1.0))
+    result = bench.run_long_agents([30], beside=earlier, workdir=tmp_path, progress=False)
+    assert [r.engine for r in result.long_rows] == [entry.long_bench for entry in ENGINES.values()]
+    assert result.row("dbos-sqlite").per_step_ms == 2.0
+    table = result.long_table()
+    assert "dbos-sqlite     2.000 ms" in table and "1.5 KB" in table and "B/turn@30" in table

@@ -152,3 +152,37 @@ def test_a_durable_agent_failing_on_a_loaded_machine_is_run_again_alone_and_neve
                "was too loaded" in headline, said
     else:  # loaded at first, quiet for the re-run, and it failed again: a real failure
         assert code == 1 and "FAILED: graph_agent.py" in headline and "could not" not in said, said
+
+
+# --- a section beside the matrices (the long agents' rows) ----------------------------------------------------------
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_section_beside_the_matrices_is_printed_after_them_and_its_failure_is_one_line(fails, monkeypatch, tmp_path,
+                                                                                        capsys):
+    """What runs beside the matrices (the CLI passes the long agents' rows) is printed after the summary; when it
+    fails, the demo says so in one line and the matrices' verdict stands."""
+    specs = [("08_b", {"agent": "graph_agent.py", "expect": "durable", "title": "durable"})]
+    monkeypatch.setattr(demo, "reference_agents", lambda solutions: [(Path(f"{m}.ipynb"), s) for m, s in specs])
+    monkeypatch.setattr(demo.nbformat, "read", lambda path, as_version: None)
+    monkeypatch.setattr(demo, "written_files", lambda nb: FILES)
+    monkeypatch.setattr(demo, "_load_average", lambda: 0.5)
+    import crashlab.engines.needs
+
+    monkeypatch.setattr(crashlab.engines.needs, "Needs", NoServers)
+    monkeypatch.setattr(demo, "crash_test",
+                        lambda agent, options, **kwargs: fake_matrix(agent, "durable", ["after:model#1"], set()))
+    monkeypatch.chdir(tmp_path)
+
+    def beside():
+        if fails:
+            raise RuntimeError("the Temporal server did not start")
+        return "The long agent", "long agent  exponent\nlanggraph-sync  1.92"
+
+    code = demo.run_demo(solutions=tmp_path, html_out=None, beside=beside)
+    said = capsys.readouterr().out
+    assert code == 0, said
+    summary_at = said.index("held at every crash point")
+    if fails:
+        line = next(line for line in said.splitlines() if "beside the matrices failed" in line)
+        assert line.startswith("error:") and "the Temporal server did not start" in line and "Traceback" not in said
+    else:
+        assert said.index("== The long agent ==") > summary_at and "langgraph-sync  1.92" in said

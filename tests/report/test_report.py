@@ -204,6 +204,14 @@ def test_two_tuples_still_work_and_group_by_the_labels_number(tmp_path):
     assert [a.get("id") for a in parsed.having("section", "lesson")] == ["lesson-01", "lesson-05"]
 
 
+def test_a_section_after_the_lessons_shows_its_text_as_it_is(tmp_path):
+    """The demo's long-agent rows: a heading and the table's text, escaped, after every lesson's section."""
+    text = write_report(tmp_path / "r.html", [("01 naive", matrix("naive_agent.py", "observe", NAIVE))], "demo",
+                        extra=[("The long agent: 30 turns", "engine  B/turn@30\nrestate <1.0 KB>")]).read_text()
+    assert text.index("<section class='extra'><h2>The long agent: 30 turns</h2>") > text.index("id='lesson-01'")
+    assert "restate &lt;1.0 KB&gt;" in text
+
+
 def test_a_fourth_engine_gets_its_row_and_section_from_the_results_alone(tmp_path):
     """Nothing in the report lists the engines: a Restate agent from the demo's results is a summary row, a
     section and a heatmap like the others, and the terminal summary names it too."""

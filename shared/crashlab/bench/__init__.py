@@ -53,9 +53,17 @@ moment that process is spawned until it holds the workflow's result, Python star
 included; ``recovery_startup_s`` is the start-up part; ``recovery_steps_run`` counts the steps the new
 process executed (ideally ``steps - steps // 2``: the interrupted step again and the rest).
 
+**The length axis** (``lengths=[10, 30, 100]``, ``--lengths``; :mod:`crashlab.bench.lengths`): each engine's long
+agent, on the row its registry entry names ``long_bench``, run to each length with a result of ``result_bytes`` per
+turn and SIGKILLed in its last turn; the new process that finishes it reads the engine's own record. Each
+:class:`~crashlab.bench.lengths.LongRow` holds the bytes stored after each length, the recovery time at each, and
+the growth exponent over the longest run, printed in a second table beside the per-step costs.
+
 **JSON** (``BenchResult.as_dict()``, ``--json``): ``steps``, ``repeats``, ``engines``, ``floor_ms``,
 ``recovery`` (bool), ``recovery_steps``, ``recovery_kill_at``, ``rows``, ``machine`` (``python``,
-``platform``, ``cpus``, ``workdir_fs``), ``versions``, ``started`` (UTC), ``elapsed_s``. Each row:
+``platform``, ``cpus``, ``workdir_fs``), ``versions``, ``started`` (UTC), ``elapsed_s``, ``lengths``,
+``result_bytes``, ``long_rows`` (each: ``engine``, ``bytes_at``, ``bytes_per_turn`` and ``recovery_s`` keyed by
+length, ``exponent``, ``note``). Each row:
 ``engine``, ``per_step_ms``, ``ratio_to_floor``, ``recovery_s``, ``recovery_startup_s``,
 ``recovery_steps_run``, ``samples_ms``, ``note`` (``None`` where not measured).
 
@@ -67,12 +75,13 @@ from __future__ import annotations
 
 from crashlab.bench.common import BenchError, engine_rows
 from crashlab.bench.results import BenchResult, BenchRow
-from crashlab.bench.run import run_benchmark
+from crashlab.bench.lengths import LongRow
+from crashlab.bench.run import run_benchmark, run_long_agents
 
 # The package's parts (each module says what it holds): common (the rows and their workloads, read from the engine
 # registry), results (BenchRow, BenchResult: table, plots, JSON), floor (the fsync floor's workload; each engine's
 # is in its folder, crashlab.engines.<name>.bench), child (a row's own process: measurement, recovery phase,
-# watchdog), measure (the per-step measurement in it), spawn (running the children and servers from the caller's
+# watchdog), measure (the per-step measurement in it), lengths (the length axis), spawn (running the children and servers from the caller's
 # process), run (run_benchmark); its command line is crashlab.cli.bench.
 
-__all__ = ["run_benchmark", "BenchResult", "BenchRow", "BenchError", "engine_rows"]
+__all__ = ["run_benchmark", "run_long_agents", "BenchResult", "BenchRow", "BenchError", "LongRow", "engine_rows"]

@@ -15,18 +15,22 @@ from pathlib import Path
 
 from crashlab.bench.common import BenchError, workloads_for
 from crashlab.bench.measure import measure, workload_for
+from crashlab.engines.growth import bytes_by_turn
 from crashlab.engines.registry import imports_of_variant
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
 
 
-def _recovery_phase(engine: str, workdir: Path, phase: str, steps: int, wid: str, t_main: float) -> dict:
+def _recovery_phase(engine: str, workdir: Path, phase: str, steps: int, wid: str, t_main: float,
+                    result_bytes: int = 0) -> dict:
     """The recovery scene, inside a child: ``crash`` runs the workflow into the blocking step (the parent
-    kills it there); ``resume`` finishes it and reports when."""
+    kills it there); ``resume`` finishes it and reports when. With ``result_bytes``, the workflow is the engine's
+    long agent, and ``resume`` also reports the bytes its record held once each turn was recorded (``sizes``)."""
     # what it imports before its clock starts: the registry's (engine and framework), its workload's
     for module in (*imports_of_variant(engine), *workloads_for(engine).preload):
         importlib.import_module(module)
     t_ready = time.time()  # interpreter up, the engine imported: the engine's own work starts here
     workload = workload_for(engine, workdir, recovery=True)
+    workload.result_bytes = result_bytes
     try:
         if phase == "crash":
             workload.launch()
@@ -35,8 +39,9 @@ def _recovery_phase(engine: str, workdir: Path, phase: str, steps: int, wid: str
         workload.launch()  # DBOS.launch() recovers the PENDING workflow in the background
         result = workload.resume(steps, wid)
         t_done = time.time()
+        sizes = bytes_by_turn(workload.record(wid), workload.ends_turn) if result_bytes else None
         return {"engine": engine, "t_main": t_main, "t_ready": t_ready, "t_done": t_done, "result": result,
-                "steps_run": workload.executed}
+                "steps_run": workload.executed, "sizes": sizes}
     finally:
         workload.close()
 
@@ -72,7 +77,7 @@ def _child_main(args: argparse.Namespace, t_main: float) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     try:
         if args.phase:
-            got = _recovery_phase(args.engine, workdir, args.phase, args.steps, args.wid, t_main)
+            got = _recovery_phase(args.engine, workdir, args.phase, args.steps, args.wid, t_main, args.child_result_bytes)
         else:
             got = measure(args.engine, workdir, args.steps, args.repeats)
     finally:

@@ -39,4 +39,9 @@ def child_scrubbed() -> tuple[str, ...]:
                            for name in (*entry.env, *workload.env)))
 
 
-__all__ = ["FLOOR", "BenchError", "child_scrubbed", "engine_rows", "variants", "workloads_for"]
+def joined(*notes: str | None) -> str:
+    """A row's notes, as one: ``"a; b"``, leaving out the empty ones."""
+    return "; ".join(n for n in notes if n)
+
+
+__all__ = ["FLOOR", "BenchError", "child_scrubbed", "engine_rows", "joined", "variants", "workloads_for"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from crashlab.bench.lengths import LongRow, long_table
 from crashlab.engines.registry import FLOOR_COLOUR, engine_of_variant
 from crashlab.plumbing.lines import fit
 
@@ -41,6 +42,15 @@ class BenchResult:
     versions: dict[str, str]
     started: str
     elapsed_s: float
+    lengths: list[int] = field(default_factory=list)       # the length axis (turns), if measured
+    long_rows: list[LongRow] = field(default_factory=list)  # each engine's long agent on it
+    result_bytes: int = 0                                    # the long agent's result per turn
+
+    def long_row(self, engine: str) -> LongRow:
+        for r in self.long_rows:
+            if r.engine == engine:
+                return r
+        raise KeyError(engine)
 
     @property
     def floor_ms(self) -> float | None:
@@ -61,7 +71,12 @@ class BenchResult:
         return {"steps": self.steps, "repeats": self.repeats, "engines": list(self.engines),
                 "floor_ms": self.floor_ms, "recovery": self.recovery, "recovery_steps": self.recovery_steps,
                 "recovery_kill_at": self.recovery_kill_at, "rows": rows, "machine": dict(self.machine),
-                "versions": dict(self.versions), "started": self.started, "elapsed_s": round(self.elapsed_s, 2)}
+                "versions": dict(self.versions), "started": self.started, "elapsed_s": round(self.elapsed_s, 2),
+                "lengths": list(self.lengths), "result_bytes": self.result_bytes,
+                "long_rows": [{"engine": r.engine, "bytes_at": {str(n): b for n, b in r.bytes_at.items()},
+                               "bytes_per_turn": {str(n): r.bytes_per_turn(n) for n in r.bytes_at},
+                               "exponent": r.exponent, "recovery_s": {str(n): s for n, s in r.recovery_s.items()},
+                               "note": r.note} for r in self.long_rows]}
 
     def table(self) -> str:
         """The figures in columns, the run's settings on the line under them, then each engine's note on lines of
@@ -89,7 +104,14 @@ class BenchResult:
         notes = [f"{r.engine}: {r.note}" for r in self.rows if r.note]
         if notes:
             out += ["", "notes:", *(f"  {note}" for note in notes)]
+        if self.lengths:
+            out += ["", self.long_table()]
         return fit("\n".join(out), indent="    ")
+
+    def long_table(self) -> str:
+        """The length axis alone: one long-agent row per engine, beside its per-step cost from this run."""
+        return fit(long_table(self.long_rows, self.lengths, {r.engine: r.per_step_ms for r in self.rows},
+                              self.result_bytes), indent="    ")
 
     def __str__(self) -> str:
         return self.table()

@@ -16,7 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
-from crashlab.bench.common import FLOOR, BenchError, engine_rows, workloads_for
+from crashlab.bench.common import FLOOR, BenchError, engine_rows, joined, workloads_for
+from crashlab.bench.lengths import RESULT_BYTES, LongRow, long_variants, measure_lengths
 from crashlab.bench.results import BenchResult, BenchRow
 from crashlab.bench.spawn import Servers, availability, measure_engine, recover_engine
 from crashlab.engines import registry
@@ -64,14 +65,18 @@ def _note_for(engine: str, steps_run: int | None, steps: int, kill_at: int) -> s
 
 def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | None = None,
                   workdir: str | os.PathLike | None = None, progress: bool = True, recovery: bool = True,
-                  timeout_s: float = 180.0) -> BenchResult:
+                  timeout_s: float = 180.0, lengths: Sequence[int] | None = None,
+                  result_bytes: int = RESULT_BYTES, per_step: bool = True) -> BenchResult:
     """Measure every engine in ``engines`` (default: :func:`~crashlab.bench.common.engine_rows`, the engines' own
     rows; a framework integration is measured when named, with its engine's own row
     put before it if not named too) and return the table.
 
     ``steps`` per workflow (at least 2), median of ``repeats``; ``recovery`` adds the SIGKILL scene per
     engine. Each measurement is a new process with ``timeout_s``; servers started here are stopped before
-    returning. Files go to a new ``run-*`` directory under ``workdir`` (kept: databases, each child's log
+    returning. ``lengths`` (turns, each at least 2) adds the length axis (:mod:`crashlab.bench.lengths`): each engine's
+    long agent, on the row its registry entry names, measured at each length with ``result_bytes`` per turn;
+    ``per_step=False`` leaves out the per-step measurement (and so the recovery scene): the length axis alone.
+    Files go to a new ``run-*`` directory under ``workdir`` (kept: databases, each child's log
     and raw JSON) or to a temporary directory (deleted). Never raises for an engine that cannot run: its
     row says why.
     """
@@ -79,7 +84,11 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
         raise ValueError("steps must be at least 2 (the per-step cost is the difference to a 1-step run)")
     if repeats < 1:
         raise ValueError("repeats must be at least 1")
+    lengths = sorted(set(lengths or ()))
+    if any(n < 2 for n in lengths):
+        raise ValueError(f"every length is at least 2 turns (a growth needs two), got {lengths}")
     engines = _with_pairs(list(dict.fromkeys(engines)) if engines is not None else list(engine_rows()))
+    long_rows: list[LongRow] = []
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.monotonic()
     temporary = workdir is None
@@ -93,7 +102,8 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
         with contextlib.suppress(ImportError):
             from tqdm.auto import tqdm  # a widget in a notebook, text on stderr in a terminal
 
-            bar = tqdm(total=len(engines) * (2 if recovery else 1) + 1, desc="bench", unit="task", leave=False)
+            bar = tqdm(total=len(engines) * (per_step + recovery) + 1 + len(long_variants(engines)) * len(lengths),
+                       desc="bench", unit="task", leave=False)
 
     def tick(text: str) -> None:
         if bar is not None:
@@ -110,33 +120,41 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
                 why = availability(engine)
                 if why:
                     row.note = why
-                    tick(engine)
+                    if per_step:
+                        tick(engine)
                     if recovery:
                         tick(engine)
+                    if lengths and long_variants([engine]):
+                        long_rows.append(LongRow(engine, note=why))
+                        for n in lengths:
+                            tick(f"{engine} at {n} turns")
                     continue
-                try:
-                    row.samples_ms = [round(s, 4) for s in
-                                      measure_engine(engine, servers, run_dir, steps, repeats, timeout_s)]
-                    row.per_step_ms = statistics.median(row.samples_ms)
-                    if row.per_step_ms <= 0:  # (t(N) - t(1)) / (N - 1) lost in one invocation's jitter
-                        row.note = _below_noise(steps)
-                except Exception as exc:  # noqa: BLE001 -- every failure becomes a row, never a traceback
-                    row.note = str(exc) if isinstance(exc, BenchError) else f"{type(exc).__name__}: {exc}"
-                tick(f"{engine} measured")
+                if per_step:
+                    try:
+                        row.samples_ms = [round(s, 4) for s in
+                                          measure_engine(engine, servers, run_dir, steps, repeats, timeout_s)]
+                        row.per_step_ms = statistics.median(row.samples_ms)
+                        if row.per_step_ms <= 0:  # (t(N) - t(1)) / (N - 1) lost in one invocation's jitter
+                            row.note = _below_noise(steps)
+                    except Exception as exc:  # noqa: BLE001 -- every failure becomes a row, never a traceback
+                        row.note = str(exc) if isinstance(exc, BenchError) else f"{type(exc).__name__}: {exc}"
+                    tick(f"{engine} measured")
                 if recovery and engine != FLOOR and row.ok:
                     try:
                         got = recover_engine(engine, servers, run_dir, steps, timeout_s)
                         row.recovery_s = round(got["recovery_s"], 3)
                         row.recovery_startup_s = round(got["recovery_startup_s"], 3)
                         row.recovery_steps_run = got["steps_run"]
-                        row.note = _joined(row.note, _note_for(engine, got["steps_run"], steps, kill_at))
+                        row.note = joined(row.note, _note_for(engine, got["steps_run"], steps, kill_at))
                     except Exception as exc:  # noqa: BLE001
                         msg = str(exc) if isinstance(exc, BenchError) else f"{type(exc).__name__}: {exc}"
-                        row.note = _joined(row.note, f"recovery not measured: {msg}")
+                        row.note = joined(row.note, f"recovery not measured: {msg}")
                 elif row.ok:
-                    row.note = _joined(row.note, _note_for(engine, None, steps, kill_at))
+                    row.note = joined(row.note, _note_for(engine, None, steps, kill_at))
                 if recovery:
                     tick(f"{engine} recovered")
+                if lengths and long_variants([engine]):
+                    long_rows.append(measure_lengths(engine, servers, run_dir, lengths, result_bytes, timeout_s, tick))
             # The disk is shared with whatever else the machine does: measure the floor again after the
             # engines, and keep the median of both, so that the ratios do not hang on one moment.
             floor_row = rows[engines.index(FLOOR)]
@@ -163,7 +181,23 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
                "workdir_fs": _filesystem(run_dir if not temporary else Path(tempfile.gettempdir()))}
     return BenchResult(steps=steps, repeats=repeats, engines=engines, rows=rows, recovery=recovery,
                        recovery_steps=steps, recovery_kill_at=kill_at, machine=machine, versions=_versions(),
-                       started=started, elapsed_s=time.monotonic() - t0)
+                       started=started, elapsed_s=time.monotonic() - t0, lengths=lengths, long_rows=long_rows,
+                       result_bytes=result_bytes)
+
+
+def run_long_agents(lengths: Sequence[int], steps: int = 20, timeout_s: float = 180.0, progress: bool = True,
+                    workdir: str | os.PathLike | None = None, beside: BenchResult | None = None) -> BenchResult:
+    """One long-agent row per engine (each registry entry's ``long_bench`` row) at ``lengths``, beside that row's
+    per-step cost (``steps`` per workflow, one run) and no other recovery scene: what the demo and the side-by-side
+    lesson show. ``beside``: a run made already on this machine, whose per-step rows are taken instead of measuring
+    them again (the side-by-side lesson's, a few cells up)."""
+    result = run_benchmark(steps=steps, repeats=1, engines=[entry.long_bench for entry in registry.ENGINES.values()],
+                           workdir=workdir, progress=progress, recovery=False, timeout_s=timeout_s, lengths=lengths,
+                           per_step=beside is None)
+    if beside is not None:
+        measured = {r.engine: r for r in beside.rows}
+        result.rows = [measured.get(r.engine, r) for r in result.rows]
+    return result
 
 
 def _with_pairs(engines: list[str]) -> list[str]:
@@ -190,14 +224,10 @@ def _note_pairs(rows: list[BenchRow]) -> None:
             pair = f"{integration.title}: {r.per_step_ms / bare:.1f} x {integration.beside}'s per step"
         else:
             pair = f"{integration.title}, beside {integration.beside} (not both measured)"
-        r.note = _joined(pair, r.note)
+        r.note = joined(pair, r.note)
 
 
 def _below_noise(steps: int) -> str:
     """The note of a row whose median per-step figure is zero or below: (t(N) - t(1)) / (N - 1) was lost in one
     invocation's jitter, the floor's included."""
     return f"below this run's noise at {steps} steps; measure with more steps"
-
-
-def _joined(*notes: str | None) -> str:
-    return "; ".join(n for n in notes if n)

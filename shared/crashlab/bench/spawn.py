@@ -117,14 +117,19 @@ def measure_engine(engine: str, servers: Servers, workdir: Path, steps: int, rep
     return _read_json(out, f"the {engine} measurement")["samples_ms"]
 
 
-def recover_engine(engine: str, servers: Servers, workdir: Path, steps: int, timeout: float) -> dict:
-    scene = workdir / f"recovery-{engine}"
+def recover_engine(engine: str, servers: Servers, workdir: Path, steps: int, timeout: float,
+                   kill_at: int | None = None, result_bytes: int = 0) -> dict:
+    """The recovery scene of one row: a child runs ``steps`` steps into step ``kill_at`` (default: past the middle)
+    and is SIGKILLed there, a new child finishes the workflow. With ``result_bytes``, the workflow is the engine's long
+    agent (the length axis), and the result has ``sizes``: its record's bytes once each turn was recorded."""
+    scene = workdir / (f"recovery-{engine}" + (f"-{steps}-turns" if result_bytes else ""))
     scene.mkdir(parents=True, exist_ok=True)
     env = _child_env(servers.env_for(engine))
     wid = f"recover-{engine}-{os.getpid()}-{time.time_ns()}"
     marker = scene / "reached"
-    kill_at = steps // 2 + 1
-    common = ["--engine", engine, "--steps", str(steps), "--workdir", str(scene), "--wid", wid]
+    kill_at = kill_at or steps // 2 + 1
+    common = ["--engine", engine, "--steps", str(steps), "--workdir", str(scene), "--wid", wid,
+              "--child-result-bytes", str(result_bytes)]
     log = scene / "crash.log"
     proc = _spawn(common + ["--phase", "crash"], {**env, ENV_BLOCK_AT: str(kill_at), ENV_MARKER: str(marker)}, log,
                   timeout)
@@ -149,4 +154,4 @@ def recover_engine(engine: str, servers: Servers, workdir: Path, steps: int, tim
     if got.get("result") != steps:
         raise BenchError(f"the recovered {engine} workflow returned {got.get('result')!r}, not {steps}")
     return {"recovery_s": got["t_done"] - t_spawn, "recovery_startup_s": got["t_ready"] - t_spawn,
-            "steps_run": got["steps_run"]}
+            "steps_run": got["steps_run"], "sizes": got.get("sizes")}

@@ -15,6 +15,7 @@ from typing import Any
 
 from crashlab.bench.child import _child_main
 from crashlab.bench.common import engine_rows, variants
+from crashlab.bench.lengths import RESULT_BYTES
 from crashlab.bench.run import run_benchmark
 
 QUICK = {"steps": 20, "repeats": 1}
@@ -28,6 +29,34 @@ def _at_least_two_steps(text: str) -> int:
         raise argparse.ArgumentTypeError(f"at least 2 steps (the per-step cost is the difference to a 1-step run), "
                                          f"got {text!r}")
     return steps
+
+
+MAX_LENGTH = 200  # turns: past it, the long agent's Temporal history nears the server's 50 MB limit
+
+
+def _lengths(text: str) -> list[int]:
+    """``10,30,100`` -> ``[10, 30, 100]``: the length axis, in turns, each 2 to :data:`MAX_LENGTH`."""
+    from crashlab.cli.args import positive_int
+
+    found = []
+    for part in text.split(","):
+        n = positive_int(part.strip())
+        if not 2 <= n <= MAX_LENGTH:
+            raise argparse.ArgumentTypeError(f"each length is 2 to {MAX_LENGTH} turns, got {part.strip()!r}")
+        found.append(n)
+    return sorted(set(found))
+
+
+MAX_RESULT_BYTES = 100_000  # a long tool result; the engines' own payload limits are the rows' to report
+
+
+def _result_bytes(text: str) -> int:
+    from crashlab.cli.args import positive_int
+
+    size = positive_int(text)
+    if size > MAX_RESULT_BYTES:
+        raise argparse.ArgumentTypeError(f"at most {MAX_RESULT_BYTES} bytes a result, got {text!r}")
+    return size
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,6 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engines", type=check.names_from(variants(), "engine"), default=None,
                         help=f"comma-separated, from {','.join(variants())} (default: {','.join(engine_rows())})")
     parser.add_argument("--no-recovery", action="store_true", help="skip the SIGKILL recovery scene")
+    parser.add_argument("--lengths", type=_lengths, default=None,
+                        help="the length axis: each engine's long agent at these turns, comma-separated (10,30,100): "
+                             "its record's bytes per turn, growth exponent and recovery after SIGKILL at each")
+    parser.add_argument("--result-bytes", type=_result_bytes, default=RESULT_BYTES,
+                        help=f"the long agent's result per turn, in bytes (default {RESULT_BYTES})")
     parser.add_argument("--timeout", type=check.positive_seconds, default=180.0, help="seconds allowed per process")
     parser.add_argument("--workdir", type=check.output_folder, default=None,
                         help="keep the files here (default: a temporary directory)")
@@ -54,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine", choices=variants(), default=None, help=argparse.SUPPRESS)  # one engine, in this process
     parser.add_argument("--phase", choices=["crash", "resume"], default=None, help=argparse.SUPPRESS)
     parser.add_argument("--wid", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--child-result-bytes", dest="child_result_bytes", type=check.non_negative_int, default=0,
+                        help=argparse.SUPPRESS)  # a recovery scene's child: its long agent's result size, 0 for none
     parser.add_argument("--max-seconds", type=check.positive_seconds, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     from crashlab.plumbing.outputs import BENCH, PLOT, OutputError, check_replaceable, write_output
@@ -72,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         args.steps, args.repeats = steps, repeats
         return _child_main(args, t_main)
     result = run_benchmark(steps=steps, repeats=repeats, engines=args.engines, workdir=args.workdir,
-                           progress=sys.stderr.isatty(), recovery=not args.no_recovery, timeout_s=args.timeout)
+                           progress=sys.stderr.isatty(), recovery=not args.no_recovery, timeout_s=args.timeout,
+                           lengths=args.lengths, result_bytes=args.result_bytes)
     print(result.table())
     try:
         if args.json:

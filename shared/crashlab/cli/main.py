@@ -178,7 +178,19 @@ def _demo(args) -> int:
     check.check_output(args.json, DEMO, args.force)
     from crashlab.report.demo import run_demo
 
-    return run_demo(jobs=args.jobs, json_out=args.json, force=args.force, parallel=args.parallel)
+    return run_demo(jobs=args.jobs, json_out=args.json, force=args.force, parallel=args.parallel,
+                    beside=None if args.no_long else _long_agents)
+
+
+DEMO_LENGTH = 30  # turns of each engine's long agent in the demo: one length, one crash and resume per engine
+
+
+def _long_agents() -> tuple[str, str]:
+    """The demo's long-agent rows, one per engine: the benchmark's length axis at :data:`DEMO_LENGTH` turns."""
+    from crashlab.bench import run_long_agents
+
+    result = run_long_agents([DEMO_LENGTH], progress=False)
+    return f"The long agent: {DEMO_LENGTH} turns on every engine", result.long_table()
 
 
 def build_parser() -> Parser:
@@ -321,6 +333,9 @@ def build_parser() -> Parser:
     demo.add_argument("--parallel", type=check.jobs, default=2,
                       help="matrices run at once, the longest first (default %(default)s; 1: one after another)")
     demo.add_argument("--json", type=check.output_file, help="also write the matrices as JSON to this file")
+    demo.add_argument("--no-long", action="store_true",
+                      help="leave out the long-agent rows (each engine's long agent, crashed and resumed, beside the "
+                           "matrices)")
     check.force_option(demo)
     demo.set_defaults(func=_demo)
 

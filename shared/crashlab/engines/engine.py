@@ -68,6 +68,7 @@ class Engine:
     record: RecordReader               # reads that record from its store
     server: Server | None = None       # its own server, if it has one (None: it runs inside the agent's process)
     integrations: tuple[Integration, ...] = ()  # frameworks' durable integrations on it: benchmark rows of their own
+    long_bench: str = ""               # the row (one of ``bench``) that runs its long agent on the length axis
 
     @contextlib.contextmanager
     def serve(self, folder: Path, timeout: float = 30.0) -> Iterator[dict[str, str]]:

@@ -15,6 +15,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable, Protocol, TypeVar
 
+from crashlab.engines.record import Entry, Record
 from crashlab.errors import CrashlabError
 
 ENV_BLOCK_AT = "CRASHLAB_BENCH_BLOCK_AT"   # the step (1-based) at which to block, in the killed process only
@@ -51,8 +52,23 @@ def step_body(i: int) -> int:
     return i + 1
 
 
+def long_step(i: int, conversation: list[str], result_bytes: int) -> str:
+    """A turn of the benchmark's long agent: the step of every engine (:func:`step_body`: it counts itself and may stop
+    dead), handed the conversation so far as an agent's model call is, returning a result of ``result_bytes`` bytes
+    that the workflow appends to it. Where an engine records a step's input, it records the whole conversation."""
+    step_body(i)
+    head = f"turn {i + 1}, after {len(conversation)} results: "
+    return head + "x" * max(0, result_bytes - len(head))
+
+
 class Workload:
-    """One engine, set up in this process: ``run(n)`` runs a fresh n-step workflow to its end."""
+    """One engine, set up in this process: ``run(n)`` runs a fresh n-step workflow to its end.
+
+    The benchmark's length axis runs the engine's long agent instead (on the row its registry entry names
+    ``long_bench``): with ``result_bytes`` set, ``start_recoverable`` and ``resume`` run n turns of :func:`long_step`,
+    and ``record(wid)`` reads what the engine stored for them, ``ends_turn`` naming the entry that ends a turn."""
+
+    result_bytes = 0  # the long agent's result size per turn; 0: the trivial steps
 
     def launch(self) -> None:
         """Start the engine's own machinery, where it has any (DBOS's launch, which also recovers)."""
@@ -72,6 +88,14 @@ class Workload:
     def executed(self) -> int:
         """How many steps ran in this process."""
         return _executed
+
+    def record(self, wid: str) -> Record:
+        """What the engine stored for the long agent's workflow ``wid``, read by its own record reader."""
+        raise BenchError(f"{type(self).__name__} runs no long agent")
+
+    def ends_turn(self, entry: Entry) -> bool:
+        """Whether ``entry`` of :meth:`record` is the one that ends a turn."""
+        raise BenchError(f"{type(self).__name__} runs no long agent")
 
     def close(self) -> None:
         pass
@@ -127,5 +151,5 @@ def missing(*modules: str) -> str | None:
     return None
 
 
-__all__ = ["BenchError", "ENV_BLOCK_AT", "ENV_MARKER", "SharedServers", "Workload", "Workloads", "missing",
-           "reached_block_point", "step_body"]
+__all__ = ["BenchError", "ENV_BLOCK_AT", "ENV_MARKER", "SharedServers", "Workload", "Workloads", "long_step",
+           "missing", "reached_block_point", "step_body"]

@@ -70,7 +70,7 @@ if TYPE_CHECKING:  # each imported on first use (crashlab.plumbing.lazy reads th
     # streaming: what the user saw, and what a streamed chunk costs
     from crashlab.lessons.streaming import chunk_costs, cost_lines, user_saw
     # the benchmark
-    from crashlab.bench import run_benchmark
+    from crashlab.bench import run_benchmark, run_long_agents
     from crashlab.engines.temporal.bench_workflow import seconds_per_step
     # the soak's bill of a stalled world, engine by engine (the side-by-side lesson)
     from crashlab.soak.zombies import zombie_cost
@@ -99,4 +99,5 @@ __all__ = [
     "work_in_lesson_folder", "world_service", "zombie_cost",
     "judge_screen",
     "chunk_costs", "cost_lines", "dbos_stream", "user_saw",
+    "run_long_agents",  # the long agent, one row per engine (the side-by-side lesson)
 ]

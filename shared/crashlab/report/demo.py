@@ -204,8 +204,12 @@ def merged(first: Matrix, again: Matrix) -> Matrix:
 
 
 def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None = None,
-             html_out: str | None = "crashlab-demo.html", force: bool = False, parallel: int = 2) -> int:
+             html_out: str | None = "crashlab-demo.html", force: bool = False, parallel: int = 2,
+             beside: Callable[[], tuple[str, str]] | None = None) -> int:
+    """Every reference agent through its matrix, the summary, the page; ``beside``, run in a thread meanwhile,
+    gives a section of its own (a heading and a table's text) printed after the summary and shown on the page."""
     started, load = time.time(), _load()
+    side = ThreadPoolExecutor(1, thread_name_prefix="demo-beside").submit(beside) if beside else None
     results, sections, timelines, unjudged = [], [], {}, {}
     watch = LoadWatch()
     # The page's timelines (a picture per row: minutes of matplotlib for the whole course) are drawn in another
@@ -257,13 +261,14 @@ def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None 
             drawing.shutdown(wait=False, cancel_futures=sys.exc_info()[0] is not None)
     failed = any(m.expect != "observe" and not m.ok and id(m) not in unjudged for _, m, _ in sections)
     print("\n" + terminal_summary(sections, unjudged=unjudged))
+    extra = _section_beside(side)
     if html_out:
         from crashlab.report import write_report
 
         drawn = {key: future.result() for key, future in timelines.items()}
         title = "Durable agents: every lesson under the crash harness"
         try:
-            print(f"wrote {write_report(html_out, sections, title, drawn, force=force, unjudged=unjudged)}")
+            print(f"wrote {write_report(html_out, sections, title, drawn, force=force, unjudged=unjudged, extra=extra)}")
         except OutputError as exc:  # it appeared while the demo ran
             print(f"error: {exc}", file=sys.stderr)
             return 1
@@ -278,6 +283,22 @@ def run_demo(jobs: int = 2, json_out: str | None = None, solutions: Path | None 
             return 1
         print(f"wrote {json_out}")
     return 1 if failed or unjudged else 0
+
+
+def _section_beside(side) -> list[tuple[str, str]]:
+    """The section ``beside`` made while the matrices ran, printed: waited for with a line that says so, and a
+    failure one line of its own, never a traceback that loses the matrices' page."""
+    if side is None:
+        return []
+    if not side.done():
+        print("\n(waiting for the section that runs beside the matrices)", flush=True)
+    try:
+        heading, text = side.result()
+    except Exception as exc:  # noqa: BLE001 -- the matrices' results stand without it
+        print(f"\nerror: the section beside the matrices failed: {type(exc).__name__}: {exc}", flush=True)
+        return []
+    print(f"\n== {heading} ==\n{fit(text)}", flush=True)
+    return [(heading, text)]
 
 
 def _drawing_pool():

@@ -274,12 +274,13 @@ def _lesson(lesson: str, members: list[tuple[str, Matrix, str]], timelines: Mapp
 
 def write_report(path: str | Path, sections: Sequence[tuple], title: str = "Crash matrices",
                  timelines: Mapping[int, list[str]] | None = None, *, force: bool = False,
-                 unjudged: Mapping[int, str] | None = None) -> Path:
+                 unjudged: Mapping[int, str] | None = None, extra: Sequence[tuple[str, str]] = ()) -> Path:
     """Write the page. ``sections``: ``(label, matrix)`` or ``(label, matrix, lesson)`` in order; sections
     of one lesson share a heatmap (see :func:`sections_with_lessons`). Each heading is written against the
     matrix's own ``expect``: a naive agent's failures are reported as what it shows, not as "clean".
     ``timelines``: :func:`timeline_images` of some of the matrices, made already, by ``id(matrix)``; ``unjudged``:
-    by ``id(matrix)``, why a failed matrix could not judge its agent (a machine too loaded). Replaces only an
+    by ``id(matrix)``, why a failed matrix could not judge its agent (a machine too loaded); ``extra``: sections after
+    the lessons, each a heading and preformatted text (the long agents' rows). Replaces only an
     earlier report page (:mod:`crashlab.plumbing.outputs`), unless ``force``."""
     import matplotlib
 
@@ -294,6 +295,8 @@ def write_report(path: str | Path, sections: Sequence[tuple], title: str = "Cras
         lessons.setdefault(row[2], []).append(row)
     for lesson, members in lessons.items():
         parts += _lesson(lesson, members, timelines or {}, unjudged)
+    parts += [f"<section class='extra'><h2>{html.escape(heading)}</h2><pre>{html.escape(text)}</pre></section>"
+              for heading, text in extra]
     path = Path(path)
     write_output(path, "\n".join(parts) + "\n</body></html>\n", REPORT, force=force)
     return path

@@ -12,6 +12,7 @@ ENGINE = Engine(
     bench=("dbos-sqlite", "dbos-postgres"), workload=DbosWorkloads(),
     records=SystemDatabaseReader.what, record=SystemDatabaseReader(),
     integrations=(Integration("dbos+pydantic-ai", "Pydantic AI on DBOS", "dbos-sqlite", ("pydantic-ai-slim",),
-                              ("pydantic_ai", "pydantic_ai.durable_exec.dbos"), PydanticAIDbosWorkloads()),))
+                              ("pydantic_ai", "pydantic_ai.durable_exec.dbos"), PydanticAIDbosWorkloads()),),
+    long_bench="dbos-sqlite")
 
 __all__ = ["ENGINE"]

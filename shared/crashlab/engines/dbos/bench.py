@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from crashlab.engines import pai_bench, postgres
-from crashlab.engines.workload import BenchError, SharedServers, Workload, Workloads, missing, step_body
+from crashlab.engines.dbos.record import SystemDatabaseReader
+from crashlab.engines.record import Entry, Record, Store
+from crashlab.engines.workload import BenchError, SharedServers, Workload, Workloads, long_step, missing, step_body
 
 APP_VERSION = "crashlab-bench-1"          # pinned: the recovering DBOS process must match the killed one
 ENV_DB_URL = "CRASHLAB_BENCH_DB_URL"      # the dbos-postgres row's database, on the run's throwaway cluster
@@ -27,7 +29,9 @@ class Dbos(Workload):
         from dbos import DBOS
 
         url = url or f"sqlite:///{workdir / 'dbos.sqlite'}"
+        self.url = url
         self.workflow = self.define()  # before DBOS() is configured, as DBOS wants its functions registered
+        self.long_workflow = self.define_long()
         DBOS(config={"name": "crashlab-bench", "system_database_url": url, "application_version": APP_VERSION,
                      "log_level": "WARNING", "notification_listener_polling_interval_sec": 0.05})
         self.DBOS = DBOS
@@ -49,6 +53,23 @@ class Dbos(Workload):
 
         return bench_workflow
 
+    def define_long(self):
+        """The long agent: n turns, each a step handed the conversation so far; DBOS records each step's output."""
+        from dbos import DBOS
+
+        @DBOS.step()
+        def bench_long_step(i: int, conversation: list[str], result_bytes: int) -> str:
+            return long_step(i, conversation, result_bytes)
+
+        @DBOS.workflow()
+        def bench_long_workflow(n: int, result_bytes: int) -> int:
+            conversation: list[str] = []
+            for i in range(n):
+                conversation.append(bench_long_step(i, conversation, result_bytes))
+            return len(conversation)
+
+        return bench_long_workflow
+
     def call(self, n: int) -> int:
         """Run the workflow to its end in this thread."""
         return self.workflow(n)
@@ -65,10 +86,19 @@ class Dbos(Workload):
         from dbos import SetWorkflowID
 
         with SetWorkflowID(wid):
-            self.DBOS.start_workflow(self.workflow, n).get_result(polling_interval_sec=0.05)
+            if self.result_bytes:
+                self.DBOS.start_workflow(self.long_workflow, n, self.result_bytes).get_result(polling_interval_sec=0.05)
+            else:
+                self.DBOS.start_workflow(self.workflow, n).get_result(polling_interval_sec=0.05)
 
     def resume(self, n: int, wid: str) -> Any:
         return self.DBOS.retrieve_workflow(wid).get_result(polling_interval_sec=0.05)
+
+    def record(self, wid: str) -> Record:
+        return SystemDatabaseReader().read(Store(Path("."), self.url), wid)
+
+    def ends_turn(self, entry: Entry) -> bool:
+        return entry.kind == "step"
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

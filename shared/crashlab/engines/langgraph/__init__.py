@@ -17,6 +17,7 @@ ENGINE = Engine(
     bench=("langgraph-exit", "langgraph-async", "langgraph-sync"), workload=LangGraphWorkloads(),
     records=CheckpointReader.what, record=CheckpointReader(),
     integrations=(Integration("langgraph-functional", "LangGraph's functional API", "langgraph-sync", (),
-                              ("langgraph.func",), FunctionalWorkloads()),))
+                              ("langgraph.func",), FunctionalWorkloads()),),
+    long_bench="langgraph-sync")
 
 __all__ = ["ENGINE", "ENV_SLOW_CHECKPOINTS"]

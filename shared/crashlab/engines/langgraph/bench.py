@@ -8,10 +8,13 @@ thread: tasks whose results were saved are read back, not run."""
 from __future__ import annotations
 
 import itertools
+import operator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict, cast, get_args
 
-from crashlab.engines.workload import BenchError, Workload, Workloads, missing, step_body
+from crashlab.engines.langgraph.record import CheckpointReader
+from crashlab.engines.record import Entry, Record, Store
+from crashlab.engines.workload import BenchError, Workload, Workloads, long_step, missing, step_body
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -27,6 +30,14 @@ class BenchState(TypedDict):
     n: int  # steps wanted
 
 
+class LongState(BenchState):
+    """The long agent's state: its conversation a list channel that each turn appends to, as an agent's ``messages``
+    with ``add_messages``; the checkpointer stores the channel's whole value after every step."""
+
+    conversation: Annotated[list[str], operator.add]
+    result_bytes: int
+
+
 class LangGraph(Workload):
     def __init__(self, workdir: Path, durability: Durability):
         import sqlite3
@@ -40,14 +51,29 @@ class LangGraph(Workload):
         def route(state):
             return "step" if state["i"] < state["n"] else END
 
-        builder = StateGraph(BenchState)
-        builder.add_node("step", step)
-        builder.add_edge(START, "step")
-        builder.add_conditional_edges("step", route, ["step", END])
-        self.conn = sqlite3.connect(str(workdir / f"langgraph-{durability}.sqlite"), check_same_thread=False)
-        self.graph = builder.compile(checkpointer=SqliteSaver(self.conn))
+        def turn(state):
+            said = long_step(state["i"], state["conversation"], state["result_bytes"])
+            return {"i": state["i"] + 1, "conversation": [said]}
+
+        self.path = workdir / f"langgraph-{durability}.sqlite"
+        self.conn = sqlite3.connect(str(self.path), check_same_thread=False)
+        graphs = []
+        for state_type, node in ((BenchState, step), (LongState, turn)):
+            builder = StateGraph(state_type)
+            builder.add_node("step", node)
+            builder.add_edge(START, "step")
+            builder.add_conditional_edges("step", route, ["step", END])
+            graphs.append(builder.compile(checkpointer=SqliteSaver(self.conn)))
+        self.bare_graph, self.long_graph = graphs
         self.durability = durability
         self.ids = itertools.count()
+
+    @property
+    def graph(self) -> Any:
+        return self.long_graph if self.result_bytes else self.bare_graph
+
+    def _input(self, n: int) -> dict:
+        return {"i": 0, "n": n, **({"conversation": [], "result_bytes": self.result_bytes} if self.result_bytes else {})}
 
     def _config(self, thread: str, n: int) -> RunnableConfig:
         return {"configurable": {"thread_id": thread}, "recursion_limit": n + 10}
@@ -59,16 +85,22 @@ class LangGraph(Workload):
             raise BenchError(f"the graph stopped at {out['i']} of {n} steps")
 
     def start_recoverable(self, n: int, wid: str) -> None:
-        self.graph.invoke({"i": 0, "n": n}, self._config(wid, n), durability=self.durability)
+        self.graph.invoke(self._input(n), self._config(wid, n), durability=self.durability)
 
     def resume(self, n: int, wid: str) -> Any:
         config = self._config(wid, n)
         snapshot = self.graph.get_state(config)
         if snapshot.metadata is None:  # no checkpoint was saved before the kill: all there is, is to start over
-            out = self.graph.invoke({"i": 0, "n": n}, config, durability=self.durability)
+            out = self.graph.invoke(self._input(n), config, durability=self.durability)
         else:  # resume from the last checkpoint (and the writes saved with it), at the start of the next node
             out = self.graph.invoke(None, config, durability=self.durability)
         return out["i"]
+
+    def record(self, wid: str) -> Record:
+        return CheckpointReader().read(Store(self.path.parent, str(self.path)), wid)
+
+    def ends_turn(self, entry: Entry) -> bool:
+        return entry.kind == "checkpoint" and (entry.turn or 0) >= 1  # the state saved after a run of the node
 
     def close(self) -> None:
         self.conn.close()

@@ -43,7 +43,8 @@ ENGINE = Engine(
     records=JournalReader.what, record=JournalReader(),
     server=Server(_serve, ENV_RESTATE_BIN, RestateServerError, _version, RESTATE_VERSION),
     integrations=(Integration("restate+pydantic-ai", "Pydantic AI on Restate", "restate", ("pydantic-ai-slim",),
-                              ("pydantic_ai", "restate.ext.pydantic"), PydanticAIRestateWorkloads()),))
+                              ("pydantic_ai", "restate.ext.pydantic"), PydanticAIRestateWorkloads()),),
+    long_bench="restate")
 
 if TYPE_CHECKING:
     from crashlab.engines.restate.client import (RestateUnavailable, admin_sql, attach, call_handler, endpoint_for,

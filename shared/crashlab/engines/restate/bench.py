@@ -19,10 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from crashlab.engines import pai_bench
+from crashlab.engines.record import Entry, Record, Store
+from crashlab.engines.restate.record import JournalReader
 from crashlab.engines.workload import BenchError, Workload, Workloads, missing
 from crashlab.plumbing.ports import free_port, port_taken  # the course's one way to pick and probe ports
 
 ENDPOINT_FILE = "restate-bench-endpoint.json"
+RUN_DONE = "Notification: Run"  # the journal entry that holds a ctx.run's result: the end of a long agent's turn
 
 
 def _endpoint(workdir: Path, recovery: bool) -> dict:
@@ -55,6 +58,7 @@ class Restate(Workload):
                              "starts a Restate server) or set them to one's addresses")
         endpoint = _endpoint(workdir, recovery)
         self.service, port = endpoint["service"], endpoint["port"]
+        self.workdir = workdir
         self.loop = asyncio.new_event_loop()
         self.stop = asyncio.Event()
         config = Config()
@@ -91,7 +95,11 @@ class Restate(Workload):
             raise BenchError(f"the invocation answered {reply.status_code} {reply.text[:200]!r}, not {n}")
 
     def _send_and_attach(self, n: int, wid: str, resume: bool) -> Any:
-        sent = self._do(self.client.post(f"{self.ingress}/{self.service}/run/send", json=n,
+        from crashlab.engines.restate.bench_app import long_object_name
+
+        target, body = (f"{long_object_name(self.service)}/{wid}", {"n": n, "result_bytes": self.result_bytes}) \
+            if self.result_bytes else (self.service, n)
+        sent = self._do(self.client.post(f"{self.ingress}/{target}/run/send", json=body,
                                          headers={"idempotency-key": wid}))
         if sent.status_code not in (200, 202):
             raise BenchError(f"Restate refused the invocation: {sent.status_code} {sent.text[:200]!r}")
@@ -108,6 +116,18 @@ class Restate(Workload):
 
     def resume(self, n: int, wid: str) -> Any:
         return self._send_and_attach(n, wid, resume=True)
+
+    def record(self, wid: str) -> Record:
+        """The long agent's journal, read as the lessons read an order's: the object's name where an agent's state
+        folder keeps its service's."""
+        from crashlab.engines.restate.bench_app import long_object_name
+        from crashlab.engines.restate.client import ENDPOINT_FILE as AGENT_ENDPOINT_FILE
+
+        (self.workdir / AGENT_ENDPOINT_FILE).write_text(json.dumps({"service": long_object_name(self.service)}))
+        return JournalReader().read(Store(self.workdir, server=self.admin), wid)
+
+    def ends_turn(self, entry: Entry) -> bool:
+        return entry.kind == RUN_DONE
 
     def close(self) -> None:
         self.stop.set()

@@ -34,7 +34,8 @@ ENGINE = Engine(
     workload=TemporalWorkloads(), records=HistoryReader.what, record=HistoryReader(),
     server=Server(_serve, ENV_TEMPORAL_BIN, TemporalServerError),
     integrations=(Integration("temporal+pydantic-ai", "Pydantic AI on Temporal", "temporal", ("pydantic-ai-slim",),
-                              ("pydantic_ai", "pydantic_ai.durable_exec.temporal"), PydanticAITemporalWorkloads()),))
+                              ("pydantic_ai", "pydantic_ai.durable_exec.temporal"), PydanticAITemporalWorkloads()),),
+    long_bench="temporal")
 
 if TYPE_CHECKING:
     from crashlab.engines.temporal.client import (NAMESPACE_FILE, TemporalUnavailable, connect, namespace_for,

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from crashlab.engines import pai_bench
+from crashlab.engines.record import Entry, Record
 from crashlab.engines.temporal.client import ENV_TEMPORAL_ADDRESS
+from crashlab.engines.temporal.record import HistoryReader
 from crashlab.engines.workload import BenchError, Workload, Workloads, missing
 
 class Temporal(Workload):
@@ -39,7 +41,8 @@ class Temporal(Workload):
         self.loop = asyncio.new_event_loop()
         self.client = self.loop.run_until_complete(asyncio.wait_for(Client.connect(address, plugins=plugins), 20))
         async def make_worker() -> Worker:  # a Worker is built inside its event loop
-            return Worker(self.client, task_queue=task_queue, workflows=[self.workflow], activities=activities,
+            return Worker(self.client, task_queue=task_queue, workflows=[self.workflow, *self.long_workflows()],
+                          activities=activities,
                           **bench_workflow.worker_options(cache, sticky_s))
 
         self.worker = self.loop.run_until_complete(make_worker())
@@ -53,7 +56,13 @@ class Temporal(Workload):
         """The workflow class, the activities and the client plugins: the bare engine's N activities."""
         from crashlab.engines.temporal import bench_workflow
 
-        return bench_workflow.BenchWorkflow, [bench_workflow.bench_step], []
+        return bench_workflow.BenchWorkflow, [bench_workflow.bench_step, bench_workflow.bench_long_step], []
+
+    def long_workflows(self) -> list:
+        """The long agent's workflow, which the worker runs beside :meth:`parts`' (none on an integration's row)."""
+        from crashlab.engines.temporal import bench_workflow
+
+        return [bench_workflow.BenchLongWorkflow]
 
     def _execute(self, n: int, wid: str) -> int:
         return self.loop.run_until_complete(self.client.execute_workflow(
@@ -66,10 +75,24 @@ class Temporal(Workload):
             raise BenchError(f"the workflow returned {out}, not {n}")
 
     def start_recoverable(self, n: int, wid: str) -> None:
-        self._execute(n, wid)
+        if not self.result_bytes:
+            self._execute(n, wid)
+            return
+        self.loop.run_until_complete(self.client.execute_workflow(
+            self.bt.BenchLongWorkflow.run, {"steps": n, "start_to_close_s": self.start_to_close_s,
+                                            "result_bytes": self.result_bytes}, id=wid, task_queue=self.task_queue))
 
     def resume(self, n: int, wid: str) -> Any:
         return self.loop.run_until_complete(self.client.get_workflow_handle(wid).result())
+
+    def record(self, wid: str) -> Record:
+        async def events() -> list[Any]:
+            return [e async for e in self.client.get_workflow_handle(wid).fetch_history_events()]
+
+        return Record("temporal", wid, tuple(HistoryReader().entries(self.loop.run_until_complete(events()))))
+
+    def ends_turn(self, entry: Entry) -> bool:
+        return entry.kind == "ActivityTaskCompleted"
 
     @property
     def executed(self) -> int:
@@ -89,6 +112,9 @@ class PydanticAITemporal(Temporal):
         from crashlab.engines.temporal.bench_pai_workflow import PydanticAIBenchWorkflow
 
         return PydanticAIBenchWorkflow, [], [PydanticAIPlugin()]
+
+    def long_workflows(self) -> list:
+        return []
 
     @property
     def executed(self) -> int:

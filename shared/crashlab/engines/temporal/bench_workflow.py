@@ -18,7 +18,7 @@ from typing import Any
 from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
 
-from crashlab.engines.workload import reached_block_point
+from crashlab.engines.workload import long_step, reached_block_point
 
 RECOVERY_TIMEOUT_S = 2  # start-to-close of the activities in the recovery scene (and in the note that explains it)
 # Retry soon after a crash (the default first back-off is 1 s), as lesson 5's tuned profile does.
@@ -38,6 +38,17 @@ async def bench_step(i: int) -> int:
     return i + 1
 
 
+@activity.defn(name="bench_long_step")
+async def bench_long_step(args: dict) -> str:
+    """A turn of the long agent (:func:`crashlab.engines.workload.long_step`), as an activity: its input, the whole
+    conversation so far, is in the history with every turn, as a model activity's input is."""
+    global executed
+    executed += 1
+    if reached_block_point(args["i"]):  # wait here for the SIGKILL
+        await activity_sleep(3600)
+    return long_step(args["i"], args["conversation"], args["result_bytes"])
+
+
 async def activity_sleep(seconds: float) -> None:
     import asyncio
 
@@ -54,6 +65,20 @@ class BenchWorkflow:
         for _ in range(args["steps"]):
             i = await workflow.execute_activity(bench_step, i, start_to_close_timeout=timeout, retry_policy=RETRY)
         return i
+
+
+@workflow.defn(name="BenchLongWorkflow")
+class BenchLongWorkflow:
+    @workflow.run
+    async def run(self, args: dict) -> int:
+        """The long agent: ``args["steps"]`` turns, each an activity handed the conversation so far; return how many."""
+        timeout = timedelta(seconds=args.get("start_to_close_s", 10))
+        conversation: list[str] = []
+        for i in range(args["steps"]):
+            conversation.append(await workflow.execute_activity(
+                bench_long_step, {"i": i, "conversation": conversation, "result_bytes": args["result_bytes"]},
+                start_to_close_timeout=timeout, retry_policy=RETRY))
+        return len(conversation)
 
 
 def worker_options(cache: bool = True, sticky_s: float | None = None) -> dict:
@@ -92,4 +117,4 @@ async def seconds_per_step(client, steps: int, *, cache: bool = True) -> float:
     return elapsed / steps
 
 
-__all__ = ["RECOVERY_TIMEOUT_S", "RETRY", "BenchWorkflow", "bench_step", "seconds_per_step", "worker_options"]
+__all__ = ["RECOVERY_TIMEOUT_S", "RETRY", "BenchLongWorkflow", "BenchWorkflow", "bench_long_step", "bench_step", "seconds_per_step", "worker_options"]
