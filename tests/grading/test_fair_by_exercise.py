@@ -3,8 +3,9 @@ code keep the attributes the notebook shows, no library module confirms a graded
 exercise 1's points depend on exercise 1's answer alone.
 
 Lesson 10 is the lesson whose answers are cells rather than files. Each case starts from its master and
-changes one answer, is graded for real (isolated when root, as the grader runs by default), and must score
-exactly the points of the exercises it did not touch.
+changes one answer (or two, the first and the last, in one grading: each lost exercise's feedback names its own
+mistake), is graded for real (isolated when root, as the grader runs by default), and must score exactly the
+points of the exercises it did not touch.
 
 Exercise 1 in every lesson: read from the masters, no graded check or crash matrix of exercise 1 runs another
 exercise's answer file unless the grader lends it the master's copy (``on_reference_answers``); and for lesson 2,
@@ -73,23 +74,23 @@ def assert_only_lost(tests: dict, *lost: str) -> None:
 
 
 # --- each exercise's answer cells load on their own -------------------------------------------------------
-def test_exercise_3_left_as_given_costs_only_exercise_3(tmp_path):
-    report, tests = grade(master_with(ex3_self_check=source_of(STUDENT, "ex3_self_check")), tmp_path)
-    assert report.score == POINTS["ex1_predict_checks"] + POINTS["ex2_diagnose_checks"], str(report)
-    assert_only_lost(tests, "ex3_self_check_checks")
-    words = tests["ex3_self_check_checks"].output
-    assert "NotImplementedError" in words and "answer cell 'ex3_self_check', line 3" in words, words
-
-
-def test_a_syntax_error_costs_only_its_exercise_and_says_where(tmp_path):
+def test_a_syntax_error_and_an_exercise_left_as_given_cost_only_their_own_exercises_and_say_where(tmp_path):
+    """One grading, two broken exercises: a syntax error in exercise 1's cell (the first, before the others load)
+    and exercise 3 left as given (the last). Exercise 2, between them, keeps its points, and each lost exercise's
+    feedback names its own mistake, in its own cell: neither is the other's fallout."""
     broken = source_of(MASTER, "ex1_predict").replace('point.split(":", 1)', 'point.split(":", 1', 1)
     assert broken != source_of(MASTER, "ex1_predict")
-    report, tests = grade(master_with(ex1_predict=broken), tmp_path)
-    assert_only_lost(tests, "ex1_predict_checks")
+    report, tests = grade(master_with(ex1_predict=broken, ex3_self_check=source_of(STUDENT, "ex3_self_check")),
+                          tmp_path)
+    assert report.score == POINTS["ex2_diagnose_checks"], str(report)
+    assert_only_lost(tests, "ex1_predict_checks", "ex3_self_check_checks")
     words = tests["ex1_predict_checks"].output
     assert words.startswith("a syntax error") and "answer cell 'ex1_predict', line 3" in words, words
     assert "SyntaxError" in words, words
     assert "NameError" not in words and module_name("ex1_predict") not in words and "/tmp" not in words, words
+    words = tests["ex3_self_check_checks"].output
+    assert "NotImplementedError" in words and "answer cell 'ex3_self_check', line 3" in words, words
+    assert "syntax" not in words.lower() and "ex1_predict" not in words, words
 
 
 def test_each_answer_cell_is_a_module_that_sees_the_given_imports_and_the_cells_before_it(tmp_path, monkeypatch):
