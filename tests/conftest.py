@@ -10,7 +10,9 @@ two phases, each ended with one worker idle while the other finished its longest
 start-up; in one pool the workers stay busy to the end. nbval runs a notebook's cells in one kernel, in order,
 so all the cells of a notebook must go to one worker; every other test may go anywhere. xdist's ``loadscope``
 groups by module, which would put all of ``test_grading_all``'s gradings on one worker; this scheduler groups
-by notebook only, and starts the longest units first (:mod:`durations`).
+by notebook, and by module only where a module's tests share fixtures set up once (a server, a warm launcher: a
+worker tears them down whenever its next test is another module's, so spread over the queue they would start again
+for each test), and starts the longest units first (:mod:`durations`).
 """
 
 import os
@@ -27,7 +29,8 @@ feedback_guard.install()  # before any test module imports the grader's function
 
 
 class NotebookScopeScheduling(LoadScopeScheduling):
-    """A notebook's cells are one unit of work; every test function is a unit of its own.
+    """A notebook's cells are one unit of work, and so are the tests of a module that share fixtures set up once;
+    every other test function is a unit of its own.
 
     Units are queued longest first, by the seconds each took when last measured (:mod:`durations`): the
     notebooks and the long gradings start at once and the short tests fill the end, so no worker is still

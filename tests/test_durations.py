@@ -43,3 +43,16 @@ def test_the_scheduler_hands_out_the_longest_unit_first_an_unmeasured_test_among
     assert node.sent == [["tests/a.py::slow"], ["solutions/01_x.ipynb::Cell 0", "solutions/01_x.ipynb::Cell 1"],
                          ["solutions/02_new.ipynb::Cell 0"],  # not measured yet: as long as the longest notebook
                          ["tests/a.py::short"], ["tests/a.py::new"], ["tests/a.py::tiny"]]
+
+
+def test_a_modules_tests_that_share_a_fixture_set_up_once_are_one_unit_expected_to_take_their_sum():
+    """test_report.py renders its page once for its tests (a module-scoped fixture); test_grading_all.py's
+    gradings share nothing and stay units of their own."""
+    assert durations.unit_of("tests/report/test_report.py::test_a[x]") == "tests/report/test_report.py"
+    graded = "tests/grading/test_grading_all.py::test_master_scores_full_marks[05_temporal]"
+    assert durations.unit_of(graded) == graded
+    assert durations.shares_fixtures("tests/lessons/test_compensation.py")  # its agents written once; a warm launcher
+    figures = {"tests/report/test_report.py::test_a": 2.0, "tests/report/test_report.py::test_b[x]": 3.5,
+               "tests/report/test_reporting.py::test_c": 9.0}
+    assert durations.expected("tests/report/test_report.py", figures) == 5.5
+    assert durations.expected("tests/report/test_report.py", {}) == durations.UNKNOWN

@@ -3,8 +3,10 @@ code keep the attributes the notebook shows, no library module confirms a graded
 exercise 1's points depend on exercise 1's answer alone.
 
 Lesson 11 is the lesson whose answers are cells rather than files. Each case starts from its master and
-changes one answer, is graded for real (isolated when root, as the grader runs by default), and must score
-exactly the points of the exercises it did not touch.
+changes one answer (or two, the first and the last, in one grading: each lost exercise's feedback names its own
+mistake), is graded for real (isolated when root, as the grader runs by default), and must score exactly the
+points of the exercises it did not touch. The brute-force self-check's grading also holds, isolated, the
+grader's boundary: an exercise 1 that tries to read the earlier lessons' files the checks run (one grading, not two).
 
 Exercise 1 in every lesson: read from the masters, no graded check or crash matrix of exercise 1 runs another
 exercise's answer file unless the grader lends it the master's copy (``on_reference_answers``); and for lesson 2,
@@ -19,6 +21,7 @@ import copy
 import dataclasses
 import functools
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -73,23 +76,23 @@ def assert_only_lost(tests: dict, *lost: str) -> None:
 
 
 # --- each exercise's answer cells load on their own -------------------------------------------------------
-def test_exercise_3_left_as_given_costs_only_exercise_3(tmp_path):
-    report, tests = grade(master_with(ex3_self_check=source_of(STUDENT, "ex3_self_check")), tmp_path)
-    assert report.score == POINTS["ex1_predict_checks"] + POINTS["ex2_diagnose_checks"], str(report)
-    assert_only_lost(tests, "ex3_self_check_checks")
-    words = tests["ex3_self_check_checks"].output
-    assert "NotImplementedError" in words and "answer cell 'ex3_self_check', line 3" in words, words
-
-
-def test_a_syntax_error_costs_only_its_exercise_and_says_where(tmp_path):
+def test_a_syntax_error_and_an_exercise_left_as_given_cost_only_their_own_exercises_and_say_where(tmp_path):
+    """One grading, two broken exercises: a syntax error in exercise 1's cell (the first, before the others load)
+    and exercise 3 left as given (the last). Exercise 2, between them, keeps its points, and each lost exercise's
+    feedback names its own mistake, in its own cell: neither is the other's fallout."""
     broken = source_of(MASTER, "ex1_predict").replace('point.split(":", 1)', 'point.split(":", 1', 1)
     assert broken != source_of(MASTER, "ex1_predict")
-    report, tests = grade(master_with(ex1_predict=broken), tmp_path)
-    assert_only_lost(tests, "ex1_predict_checks")
+    report, tests = grade(master_with(ex1_predict=broken, ex3_self_check=source_of(STUDENT, "ex3_self_check")),
+                          tmp_path)
+    assert report.score == POINTS["ex2_diagnose_checks"], str(report)
+    assert_only_lost(tests, "ex1_predict_checks", "ex3_self_check_checks")
     words = tests["ex1_predict_checks"].output
     assert words.startswith("a syntax error") and "answer cell 'ex1_predict', line 3" in words, words
     assert "SyntaxError" in words, words
     assert "NameError" not in words and module_name("ex1_predict") not in words and "/tmp" not in words, words
+    words = tests["ex3_self_check_checks"].output
+    assert "NotImplementedError" in words and "answer cell 'ex3_self_check', line 3" in words, words
+    assert "syntax" not in words.lower() and "ex1_predict" not in words, words
 
 
 def test_each_answer_cell_is_a_module_that_sees_the_given_imports_and_the_cells_before_it(tmp_path, monkeypatch):
@@ -212,11 +215,34 @@ for q in interview.BANK:
 '''
 
 
+# A `predict` that reads the earlier lessons' agents, which lesson 10's checks run, and raises with their text: it
+# would carry lesson 1's answers out in the feedback, if the process running it could see them.
+STEAL_EARLIER_LESSONS = ("import glob, os\n"
+                         "def predict(agent, point):\n"
+                         "    roots = ['.crashlab', os.environ.get('CRASHLAB_LESSON_FILES', '.'), '/tmp']\n"
+                         "    found = [p for r in roots for p in glob.glob(r + '/**/order_log.py', recursive=True)]\n"
+                         "    raise RuntimeError('|'.join(open(p).read() for p in found)[:1000] or 'nothing found')\n")
+
+
 def test_a_notebook_that_tries_every_choice_scores_only_its_honest_points(tmp_path):
-    report, tests = grade(master_with(ex3_self_check=BRUTE_FORCE), tmp_path)
-    assert_only_lost(tests, "ex3_self_check_checks")
+    """Exercise 3 asks the library about every letter and hashes every letter: it scores nothing, the others keep
+    their points. Isolated (as root, as CI grades), the same grading also holds the grader's boundary: exercise 1's
+    `predict` tries to read the earlier lessons' files that this lesson's checks run, and the process running it
+    does not see them (one grading for the two attacks; exercise 2, between them, keeps its points)."""
+    isolated = os.geteuid() == 0
+    answers = {"ex3_self_check": BRUTE_FORCE, **({"ex1_predict": STEAL_EARLIER_LESSONS} if isolated else {})}
+    report, tests = grade(master_with(**answers), tmp_path)
+    assert_only_lost(tests, "ex3_self_check_checks", *(["ex1_predict_checks"] if isolated else []))
     words = tests["ex3_self_check_checks"].output
     assert "not every letter is the strong answer" in words and "q0" not in words, words
+    if isolated:
+        assert report.isolated, str(report)
+        master_lines = [line.strip() for cell in nbformat.read(ROOT / "solutions" / "01_naive_event_log.ipynb",
+                                                               as_version=4).cells
+                        if cell.source.startswith("%%writefile order_log.py") for line in cell.source.splitlines()[1:]
+                        if len(line.strip()) > 30]
+        assert master_lines
+        assert not [line for line in master_lines if line in str(report)], str(report)
 
 
 def test_a_right_answer_in_other_letters_case_scores_full_and_one_wrong_letter_scores_zero():

@@ -292,27 +292,9 @@ def test_results_say_timed_out_for_a_matrix_stopped_at_the_deadline(tmp_path):
 
 
 # --- no master reaches the sandbox through a later lesson -------------------------------------------------------
-@ROOT_ONLY
-def test_a_later_lessons_answer_cannot_read_the_earlier_lessons_files_the_checks_run(tmp_path):
-    """Lesson 11's checks run lesson 1's and 2's agents, as their masters write them. A `predict` that reads them
-    and raises with their text would carry lesson 1's answers out in the feedback: the process running it does not
-    see them."""
-    steal = ("import glob, os\n"
-             "def predict(agent, point):\n"
-             "    roots = ['.crashlab', os.environ.get('CRASHLAB_LESSON_FILES', '.'), '/tmp']\n"
-             "    found = [p for r in roots for p in glob.glob(r + '/**/order_log.py', recursive=True)]\n"
-             "    raise RuntimeError('|'.join(open(p).read() for p in found)[:1000] or 'nothing found')\n")
-    nb = nbformat.read(SOLUTIONS / "11_side_by_side.ipynb", as_version=4)  # the other answers right
-    next(c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "ex1_predict").source = steal
-    nbformat.write(nb, tmp_path / "11_side_by_side.ipynb")
-    report = grade_notebook(tmp_path / "11_side_by_side.ipynb")
-    master_lines = [line.strip() for cell in nbformat.read(SOLUTIONS / LESSON1, as_version=4).cells
-                    if cell.source.startswith("%%writefile order_log.py") for line in cell.source.splitlines()[1:]
-                    if len(line.strip()) > 30]
-    assert master_lines
-    feedback = str(report)
-    assert not [line for line in master_lines if line in feedback], feedback
-    assert report.score < report.max_score
+# Lesson 11's checks run lesson 1's and 2's agents, as their masters write them: a `predict` that reads them and
+# raises with their text does not see them. Graded in the same isolated grading as the brute-force self-check
+# (tests/grading/test_fair_by_exercise.py::test_a_notebook_that_tries_every_choice_scores_only_its_honest_points).
 
 
 # --- feedback names files as the student knows them -----------------------------------------------------------

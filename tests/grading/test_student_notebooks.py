@@ -6,7 +6,8 @@ exercise to finish (no waits on agents that cannot work, no engine's traceback, 
 never happened), and every other error comes from an exercise's own cell. Then each visible check, run
 on the placeholder first, sees the answer once it is written: no kernel restart. The long demonstrations
 of given code (tagged ``skip-when-grading`` and not ``uses-answers``) are left out: nbval runs them in full
-over the masters. The browser test times a complete Run All of lesson 5 in JupyterLab.
+over the masters. The browser test runs the unanswered lesson 5 in JupyterLab the same way, to see what Lab
+shows of it.
 """
 
 from __future__ import annotations

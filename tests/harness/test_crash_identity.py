@@ -37,7 +37,7 @@ ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="isolation and cgroups 
 OTHER = "ORD-9001"
 
 DECOY_AGENT = '''"""Not durable: a decoy child, in a session of its own, first spends every crash point on another order."""
-import signal, subprocess, sys, time
+import os, signal, time
 from crashlab.agent import (MAX_TOKENS, MODEL, TOOLS, agent_main, call_tool, content_to_dicts, first_tool_use,
                             model_client, order_task, tool_result_message)
 
@@ -59,10 +59,21 @@ for name, args in (("charge_card", {"order_id": other, "amount": 1.0}),
 """
 
 
+def decoy_killed():
+    """The decoy as a forked child (no interpreter to start: a row runs it twice), in a session of its own."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            exec(DECOY, {})
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+
+
 def run(order_id):
-    decoy = subprocess.run([sys.executable, "-c", DECOY], start_new_session=True, stdin=subprocess.DEVNULL,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    if decoy.returncode == -signal.SIGKILL:  # the decoy took the crash: wait to be ended, having done nothing
+    if decoy_killed():  # the decoy took the crash: wait to be ended, having done nothing
         time.sleep(60)
     messages = [{"role": "user", "content": order_task(order_id)}]
     client = model_client()

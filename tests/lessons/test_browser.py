@@ -1,6 +1,9 @@
 """What a person sees, in a real browser: headless Chromium (Debian's `chromium`, driven by Playwright) opens
 the JupyterLab that `make lab` starts, runs lesson 1 with its master answers and the unanswered lesson 5 with
-Run All, and opens the demo report at 1,024 px.
+Run All, and opens the demo report at 1,024 px. Lesson 5 runs without its given demonstrations (tagged
+``skip-when-grading`` and not ``uses-answers``), as tests/grading/test_student_notebooks.py runs every unanswered
+notebook: they run the same code in the master, where nbval runs them in full, and what this window is for is what
+Lab shows of an unanswered notebook -- Run All going past each exercise's placeholder, each stop one short line.
 
 Checked as a person would: the kernel's name and state, every cell run, no error output (lesson 1) or only
 short "finish exercise N" errors (lesson 5 unanswered), the timeline image shown at a sensible size, no empty
@@ -16,7 +19,6 @@ import io
 import os
 import re
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -27,6 +29,7 @@ import httpx
 import nbformat
 import pytest
 
+from crashlab.grading.build import SKIP_WHEN_GRADING_TAG, USES_ANSWERS_TAG
 from crashlab.plumbing.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,6 +84,18 @@ def answered(course: Path, master: Path) -> nbformat.NotebookNode:
     return nb
 
 
+def without_given_demonstrations(course: Path) -> nbformat.NotebookNode:
+    """The student notebook less its given demonstrations: the long runs of given code that nbval runs in full over
+    the master (the build's own rule: running them over a student notebook checks nothing new). The cells that
+    run an answer (``uses-answers``) stay: unanswered, each must stop at once with one line."""
+    nb = nbformat.read(course, as_version=4)
+    kept = [c for c in nb.cells if not (SKIP_WHEN_GRADING_TAG in c.metadata.get("tags", [])
+                                         and USES_ANSWERS_TAG not in c.metadata.get("tags", []))]
+    assert len(kept) < len(nb.cells), f"{course.name}: no given demonstration found (tags changed?)"
+    nb.cells = kept
+    return nb
+
+
 # --- one Lab server and one browser for the whole module ----------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -95,7 +110,7 @@ def lab(tmp_path_factory):
     (notebooks / FOLDER[LESSON5]).mkdir()
     nbformat.write(answered(ROOT / "course" / LESSON1, ROOT / "solutions" / LESSON1),
                    notebooks / FOLDER[LESSON1] / LESSON1)
-    shutil.copy(ROOT / "course" / LESSON5, notebooks / FOLDER[LESSON5] / LESSON5)
+    nbformat.write(without_given_demonstrations(ROOT / "course" / LESSON5), notebooks / FOLDER[LESSON5] / LESSON5)
 
     lab_command = subprocess.run(["make", "-s", "-n", "lab"], cwd=ROOT, capture_output=True, text=True, check=True)
     args = lab_command.stdout.strip().splitlines()[-1].split()[2:]  # after ".venv/bin/jupyter lab"
