@@ -22,31 +22,34 @@ def one_record(records: Sequence[Record]) -> Record:
 
 def growth_plot(curves: dict[str, Sequence[float]], title: str, limit: float | None = None, limit_label: str = "",
                 terminated: Sequence[str] = ()) -> Any:
-    """One log-log figure of bytes stored against tool turns, a line per engine; the legend in the lower right, in room
-    left below every line. ``limit`` draws a horizontal line (a history size limit)
+    """One log-log figure of bytes stored against tool turns, a line per engine; the legend in two columns in the lower
+    right, in room left below every line. ``limit`` draws a horizontal line (a history size limit)
     labelled ``limit_label``; the curves named in ``terminated`` end in a cross, where the run was stopped."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9.4, 4.6))
-    right, lowest = 1, float("inf")
+    right, lowest, highest = 1, float("inf"), 0.0
     for label, sizes in curves.items():
         turns = list(range(1, len(sizes) + 1))
         [line] = ax.plot(turns, sizes, linewidth=2, label=label)
         if label in terminated:
             ax.plot(turns[-1:], sizes[-1:], "X", markersize=11, color=line.get_color())
-        right, lowest = max(right, turns[-1]), min(lowest, min(sizes))
+        right, lowest, highest = max(right, turns[-1]), min(lowest, min(sizes)), max(highest, max(sizes))
     if limit is not None:
         ax.axhline(limit, color="#c44", linestyle="--", linewidth=1)
         ax.annotate(limit_label, (1, limit), xytext=(2, 4), textcoords="offset points", fontsize=10, color="#c44")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(1, right * 1.5)
-    ax.set_ylim(bottom=lowest / 30)  # a decade and a half below every line: the legend's room
+    top = max(highest, limit or 0) * 2
+    room = min(0.6, 0.04 + 0.062 * math.ceil(len(curves) / 2))  # the legend's share of the height: two columns
+    decades = math.log10(top / lowest)
+    ax.set_ylim(lowest / 10 ** (decades * room / (1 - room)), top)  # below every line: the legend's room
     ax.set_xlabel("tool turns recorded", fontsize=11)
     ax.set_ylabel("bytes in the durable record", fontsize=11)
     ax.set_title(title, fontsize=12)
     ax.tick_params(labelsize=10)
-    ax.legend(loc="lower right", fontsize=10)
+    ax.legend(loc="lower right", fontsize=10, ncol=2)
     ax.grid(True, which="major", alpha=0.3)
     fig.tight_layout()
     return fig
