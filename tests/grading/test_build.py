@@ -126,8 +126,11 @@ def test_nbval_skips_only_what_the_grading_tests_run_on_the_master(master):
     (tests/grading/test_grading_all.py runs every check and matrix check there): a crash matrix of an agent that the
     lesson's matrix checks grade (named in the cell, or through a name an earlier cell bound to agent files), a
     scene that one of the lesson's graded checks plays too (an agent the check runs, under a world fault or a
-    variable the check sets), or a cell that only prints or plots what such a matrix produced. Anything else a
-    master does, nbval runs."""
+    variable the check sets), or a cell that only prints or plots what such a matrix produced. A graded test cell
+    may be skipped too, and without being skipped when grading: test_master_scores_full_marks runs every test cell
+    on the master (visible and hidden checks), so full marks already prove it passes there and nbval running it
+    again would prove nothing new. The cells after it must then run without it (no name it binds, and
+    ``needs_exercise`` told the answer's file). Anything else a master does, nbval runs."""
     nb = nbformat.read(master, as_version=4)
     graded_agents = {check["agent"] for check in nb.metadata.get("crashlab", {}).get("matrix_checks", [])}
     checks = [c.source for c in nb.cells if c.cell_type == "code" and is_test_cell(c)]
@@ -136,7 +139,7 @@ def test_nbval_skips_only_what_the_grading_tests_run_on_the_master(master):
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
-        if "nbval-skip" not in cell.metadata.get("tags", []):
+        if "nbval-skip" not in cell.metadata.get("tags", []) or is_test_cell(cell):
             for name, value in re.findall(r"^([A-Z_]+) = (.*)$", cell.source, re.M):
                 if AGENT_FILE.search(value):
                     bound[name] = set(AGENT_FILE.findall(value))
