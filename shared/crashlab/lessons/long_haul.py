@@ -7,6 +7,7 @@ keeps its own words for it (an ``ActivityTaskCompleted`` of ``run_tool``, a DBOS
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 from crashlab.engines.growth import bytes_by_turn, growth_exponent, human_bytes
