@@ -59,7 +59,7 @@ def test_text_shown_twice_is_named_at_its_point_for_a_durable_agent(tmp_path):
     rows = screen_rows(page(tmp_path, failing), "relay_agent.py")
     assert [cls for cls, _ in rows] == ["clean", "clean", "wrong"]
     assert 'FAILED: shown twice: "Charging the card."' in rows[2][1].replace("&quot;", '"')
-    assert tally(failing).screen == 1 and "the user's screen wrong at 1 point" in headline(failing)
+    assert tally(failing).screen == 1 and "avoidable repeats, 1 screen wrong, 1 problem at 3" in headline(failing)
 
 
 def test_a_naive_relays_screen_shows_the_failure_though_its_matrix_judges_nothing(tmp_path):
@@ -73,7 +73,7 @@ def test_a_naive_relays_screen_shows_the_failure_though_its_matrix_judges_nothin
     assert "what the naive relay does: lost" in rows[1][1]
     assert "3 (1)" in rows[2][1] and "never recorded" in rows[2][1] and "(+1 more)" in rows[2][1]
     assert verdict(naive) == "naive on purpose: shows the failure"
-    assert "the user's screen wrong at 2 points" in headline(naive) and "clean" not in headline(naive)
+    assert "0 avoidable repeats, 2 screens wrong at 3 crash points" in headline(naive) and "clean" not in headline(naive)
 
 
 def test_an_agent_that_shows_nothing_gets_no_screen_table(tmp_path):

@@ -70,7 +70,7 @@ def _facts(t: Tally) -> str:
     if t.unfinished:
         facts.append(f"{t.unfinished} unfinished")
     if t.screen:
-        facts.append(f"the user's screen wrong at {_plural(t.screen, 'point')}")
+        facts.append(f"{_plural(t.screen, 'screen')} wrong")  # the user's, at that many crash points
     return ", ".join(facts)
 
 
