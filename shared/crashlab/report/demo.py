@@ -101,14 +101,17 @@ def reference_matrices(points: str | list[str] = "all", *, jobs: int = 2, soluti
 
     An agent whose spec names a step that fails for good (``"fail": "reserve_item"``: the compensation lesson's)
     runs the failure path, at ``fail_points`` when ``points`` is a list (the do path's points are not all on it).
-    ``select(lesson, spec)``: the points to run for that agent, or None to leave it out (the demo's re-runs)."""
+    ``select(lesson, spec)``: the points to run for that agent, or None to leave it out (the demo's re-runs).
+    An agent whose spec lists its own ``crash_points`` (lesson 10's, crashed inside a stream) is run at those: a
+    ``points`` list common to the order agents tests nothing it teaches, so a run at such a list leaves it out."""
     from crashlab.engines.needs import Needs
 
     solutions = solutions or repo_root() / "solutions"
     agents = reference_agents(solutions)
     if not agents:
         raise FileNotFoundError(f"no reference agents found in {solutions}")
-    agents = [(master, spec) for master, spec in agents if not (only_durable and spec.get("expect") == "observe")]
+    agents = [(master, spec) for master, spec in agents if not (only_durable and spec.get("expect") == "observe")
+              and (points == "all" or select is not None or "crash_points" not in spec)]
     if select is not None:
         agents = [(master, spec) for master, spec in agents if select(master.stem, spec) is not None]
     with scratch_dir("crashlab-demo-") as scratch, Needs(scratch / "servers") as needs:
