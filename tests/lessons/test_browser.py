@@ -441,9 +441,12 @@ def test_lab_runs_lesson1_answered_and_lesson5_unanswered(lab, browser):
 
 def demo_sections():
     """Matrices shaped like `crashlab demo`'s (every master's reference agents, their labels and crash points),
-    with made-up counts: the report's layout is under test here, not the agents (the demo takes minutes)."""
+    with made-up counts: the report's layout is under test here, not the agents (the demo takes minutes). An agent
+    whose points are inside a stream shows on the user's screen: its rows carry a screen audit (the naive one's with
+    text shown twice), so the page's screen tables are laid out at 1,024 px too."""
     from crashlab.report.demo import reference_agents
     from crashlab.harness import BASELINE, Matrix, Row, resolve_points
+    from crashlab.world.screen_audit import ScreenAudit
 
     sections = []
     for master, spec in reference_agents(ROOT / "solutions"):
@@ -458,6 +461,11 @@ def demo_sections():
             rows.append(Row(point, reached, {"charge": 1, "reservation": 1, "confirmation": 1 + duplicates},
                             duplicates, 4 + repeated, repeated, k % 5 != 4 or not observe, 1.2 + k / 10,
                             problems=problems))
+        if any("@chunk" in point for point in points):
+            for row in rows:
+                twice = ['"Order ORD-8842 is complete: the card was charged"'] if observe and row.point != BASELINE else []
+                row.screen = ScreenAudit("ORD-8842", shows=26, retractions=int(not observe and row.point != BASELINE),
+                                         shown_twice=twice)
         sections.append((f"{master.stem[:2]} {spec['title']}", Matrix(spec["agent"], "ORD-8842", spec["expect"],
                                                                          rows, 30.0)))
     return sections

@@ -186,3 +186,22 @@ def test_a_section_beside_the_matrices_is_printed_after_them_and_its_failure_is_
         assert line.startswith("error:") and "the Temporal server did not start" in line and "Traceback" not in said
     else:
         assert said.index("== The long agent ==") > summary_at and "langgraph-sync  1.92" in said
+
+
+def test_an_agent_with_points_of_its_own_runs_at_them_and_is_left_out_of_a_run_at_common_points(monkeypatch):
+    """Lesson 10's streaming agents list their points (inside a stream): the demo runs them there; lesson 11's run of
+    every order agent at four common points leaves them out rather than crash them where nothing streams."""
+    own = ["mid:model#1@chunk2", "mid:model#4@chunk6"]
+    specs = [("01_a", {"agent": "plain_agent.py", "expect": "durable", "title": "a"}),
+             ("10_s", {"agent": "dbos_agent.py", "expect": "durable", "title": "s", "crash_points": own})]
+    monkeypatch.setattr(demo, "reference_agents", lambda solutions: [(Path(f"{m}.ipynb"), s) for m, s in specs])
+    monkeypatch.setattr(demo.nbformat, "read", lambda path, as_version: None)
+    monkeypatch.setattr(demo, "written_files", lambda nb: FILES)
+    import crashlab.engines.needs
+
+    monkeypatch.setattr(crashlab.engines.needs, "Needs", NoServers)
+    monkeypatch.setattr(demo, "crash_test", lambda agent, options, **kwargs: (Path(agent).name, options.points))
+    everything = [matrix for _, _, matrix in demo.reference_matrices(solutions=Path("."), verbose=False)]
+    assert everything == [("plain_agent.py", "all"), ("dbos_agent.py", own)]
+    common = [matrix for _, _, matrix in demo.reference_matrices(["after:model#2"], solutions=Path("."), verbose=False)]
+    assert common == [("plain_agent.py", ["after:model#2"])]

@@ -134,7 +134,7 @@ def _crash_row(agent, point, base, order_id, expect, timeout, resumers, then_cra
         ended = audit.verdict == "cleanly undone" if fail is not None else audit.finished
         return Row(label, reached, audit.counts, audit.duplicates, audit.model_calls, audit.repeated_model_calls,
                    ended and (last is None or last.returncode == 0), recovery, problems, runs, audit.events,
-                   audit.verdict if fail is not None else None)
+                   audit.verdict if fail is not None else None, screen if reached and screen.shows else None)
     finally:
         world.stop()
 

@@ -50,6 +50,7 @@ class Row:
     runs: list[ProcessRun] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     verdict: str | None = None  # through the failure path: the audit's verdict (finished = cleanly undone)
+    screen: ScreenAudit | None = None  # what the user saw, for an agent that showed anything (reached rows only)
 
     def __post_init__(self) -> None:
         self.problems = Problems(self.problems)
@@ -66,7 +67,9 @@ class Row:
                 "ok": self.ok, "problems": self.problems,
                 "runs": [{"pid": r.pid, "returncode": r.returncode, "seconds": round(r.seconds, 3),
                           "timed_out": r.timed_out} for r in self.runs]} | ({} if self.verdict is None else
-                                                                             {"verdict": self.verdict})
+                                                                             {"verdict": self.verdict}) \
+            | ({} if self.screen is None else {"screen": {**self.screen.counts, "retractions": self.screen.retractions,
+                                                          "allowed_retractions": allowed_retractions(self.point)}})
 
 
 def judge(point: str, audit: Audit | BacklogAudit, reached: bool, last: ProcessRun | None, expect: str,

@@ -1,6 +1,7 @@
 """What the course shows of a run: the heatmaps and timelines (:mod:`.plots`), how a figure becomes a stamped PNG
-of a legible size (:mod:`.figures`), the HTML page made for a projector (:mod:`.page`), and the demo with its
-terminal summary (:mod:`.demo`). The page and the terminal count with the same :func:`tally`, so they always say
+of a legible size (:mod:`.figures`), the HTML page made for a projector (:mod:`.page`), and the screen's verdict per
+crash point for agents that stream (:mod:`.screen`), and the demo (:mod:`.demo`) with its terminal summary
+(:mod:`.terminal`). The page and the terminal count with the same :func:`tally`, so they always say
 the same thing."""
 
 from crashlab.report.page import PAGE_PX, Tally, agent_title, headline, lead_text, lesson_number, sections_with_lessons, \

@@ -4,10 +4,11 @@ At the top, a summary table (one row per agent, verdict in words) and a colour k
 lesson with a small heatmap (a lesson has one or two agents, so a picture has a few columns, drawn at
 the size it is shown and never shrunk: 13 pt numbers at 100 dpi), a heading per agent that says what
 happened, and the per-row timelines folded away in ``<details>``. The counting (:func:`tally`, :func:`headline`) is shared
-with the terminal summary in :mod:`crashlab.report.demo`, so the page and the terminal say the same thing.
+with the terminal summary in :mod:`crashlab.report.terminal`, so the page and the terminal say the same thing.
 
 Stable hooks for tests: ``table.summary`` (one ``tr.agent`` per agent), ``section.lesson`` with
-``id='lesson-NN'``, ``img.heatmap`` (alt text names the lesson), ``h3.agent``, ``img.timeline``.
+``id='lesson-NN'``, ``img.heatmap`` (alt text names the lesson), ``h3.agent``, ``img.timeline``, and for an agent that
+streams to the user's screen ``table.screen`` (one ``tr.point`` per crash point, ``wrong`` or ``clean``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from crashlab.harness import Matrix
 from crashlab.crash_points import allowed_repeats
 from crashlab.plumbing.outputs import REPORT, REPORT_HEAD, write_output
 from crashlab.report.figures import DPI, png, png_size
+from crashlab.report.screen import CSS as SCREEN_CSS, screen_rows_wrong, screen_table, streams
 from crashlab.report.plots import (AGENTS_PER_IMAGE, CLEAN, EXPECTED, FAILURE, MEASURE_WORDS, NOT_REACHED, lesson_heatmap,
                                    short_name)
 
@@ -47,10 +49,11 @@ class Tally:
     expected: int       # those unavoidable repeats
     unfinished: int
     problems: int
+    screen: int = 0     # reached points where the user's screen was not exact (text twice, lost, ...): streaming agents
 
     @property
     def bad(self) -> bool:
-        return bool(self.duplicates or self.avoidable or self.unfinished)
+        return bool(self.duplicates or self.avoidable or self.unfinished or self.screen)
 
 
 def tally(matrix: Matrix) -> Tally:
@@ -59,13 +62,15 @@ def tally(matrix: Matrix) -> Tally:
     return Tally(matrix.expect, len(matrix.rows), len(reached), sum(row.duplicates for row in reached),
                  sum(max(0, row.repeated_model_calls - a) for row, a in zip(reached, allowed)),
                  sum(min(row.repeated_model_calls, a) for row, a in zip(reached, allowed)),
-                 sum(not row.finished for row in reached), len(matrix.problems()))
+                 sum(not row.finished for row in reached), len(matrix.problems()), screen_rows_wrong(matrix))
 
 
 def _facts(t: Tally) -> str:
     facts = [_plural(t.duplicates, "duplicate effect"), _plural(t.avoidable, "avoidable repeat")]
     if t.unfinished:
         facts.append(f"{t.unfinished} unfinished")
+    if t.screen:
+        facts.append(f"{_plural(t.screen, 'screen')} wrong")  # the user's, at that many crash points
     return ", ".join(facts)
 
 
@@ -89,7 +94,7 @@ def headline(matrix: Matrix, unjudged: str | None = None) -> str:
     if not matrix.ok:
         return f"FAILED ({t.expect}): {_facts(t)}, {_plural(t.problems, 'problem')} {_at(t)}"
     if t.expect == "durable":
-        return f"durable: 0 duplicates {_at(t)}"
+        return f"durable: 0 duplicates{', the screen clean' if streams(matrix) else ''} {_at(t)}"
     return (f"no avoidable repeats {_at(t)}"
             + (f"; {_plural(t.duplicates, 'duplicate effect')}, allowed here" if t.duplicates else ""))
 
@@ -154,7 +159,7 @@ h3.unjudged{color:#445}
 img.heatmap{display:block;max-width:100%;height:auto;margin:8px 0}
 img.timeline{max-width:100%;height:auto}
 pre{background:#f6f6f6;padding:8px;overflow-x:auto;font-size:13px}
-"""
+""" + SCREEN_CSS
 
 
 def _png(fig, **kwargs) -> tuple[str, int, int]:
@@ -264,7 +269,7 @@ def _lesson(lesson: str, members: list[tuple[str, Matrix, str]], timelines: Mapp
     for label, matrix, _ in members:
         parts.append(f"<h3 class='agent {_kind(matrix, unjudged)}'><code>{html.escape(Path(matrix.agent).name)}"
                      f"</code>: {html.escape(headline(matrix, unjudged.get(id(matrix))))}</h3><p class='sub'>{html.escape(label)}</p>"
-                     f"<pre>{html.escape(str(matrix))}</pre>")
+                     f"<pre>{html.escape(str(matrix))}</pre>{screen_table(matrix)}")
         parts.append("<details><summary>timelines, one per crash point</summary>")
         made = timelines.get(id(matrix))
         parts += made if made is not None else timeline_images(label, matrix)
