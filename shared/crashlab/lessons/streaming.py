@@ -6,7 +6,6 @@ Both read the world (its screen ledger, its audit) or time real writes; neither 
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import tempfile
 import time
@@ -45,17 +44,12 @@ def chunk_costs(order_id: str, chunks: int = 100, repeats: int = 3,
     ``order_id`` (a relay's price per chunk: an HTTP request and a row in the screen's SQLite ledger); and each of
     ``extra`` (a name and a function that writes chunk ``i``), timed the same way in the same run."""
     from crashlab.agent import show
+    from crashlab.bench.floor import Floor
 
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "chunks.jsonl"
-
-        def append(i: int) -> None:
-            with open(path, "a", encoding="utf-8") as f:
-                f.write(json.dumps({"chunk": i, "text": " word"}) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-
-        paths = {"floor": append, "screen": lambda i: show(order_id, " word", turn=1, chunk=i), **(extra or {})}
+        floor = Floor(Path(folder))  # the benchmark's floor, one line at a time: the same figure as its table's
+        paths = {"floor": lambda i: floor.run(1), "screen": lambda i: show(order_id, " word", turn=1, chunk=i),
+                 **(extra or {})}
         return {name: statistics.median(_per_call(write, chunks) for _ in range(repeats))
                 for name, write in paths.items()}
 

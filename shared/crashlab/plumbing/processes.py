@@ -34,9 +34,9 @@ def born_of(pid: int) -> int:
 
 
 def still_ours(pid: int, born: int) -> bool:
-    """Whether ``pid`` still names the process whose :func:`born_of` was ``born``, or one of its remains: a zombie not yet reaped, or no
-    process at all (then the id is free while any member of its group lives, so a group signal reaches only
-    ours). False once a live process with another start time holds the id: a process that is not ours."""
+    """Whether ``pid`` still names the process whose :func:`born_of` was ``born``, or one of its remains: a zombie
+    not yet reaped, or no process at all (then the id is free while any member of its group lives, so a group
+    signal reaches only ours). False once a live process with another start time holds the id: not ours."""
     now = start_time(pid)
     return now is None or now == born
 
@@ -152,7 +152,8 @@ def _text(data: bytes | str | None) -> str:
     return data if isinstance(data, str) else data.decode(errors="replace")
 
 
-__all__ = ["GONE_AT_START", "born_of", "still_ours", "kill_group", "kill_groups_of", "kill_tree", "pipe_holders", "collect"]
+__all__ = ["GONE_AT_START", "born_of", "still_ours", "kill_group", "kill_groups_of", "kill_tree", "pipe_holders",
+           "collect"]
 
 
 def signal_group(pid: int, sig: int) -> None:
