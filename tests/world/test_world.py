@@ -706,3 +706,33 @@ def test_a_world_is_alive_only_if_its_own_pid_answers(world):
     assert not impostor.is_alive()
     impostor.stop()  # signals nothing, removes nothing: its pid does not answer
     assert world.is_alive() and World.attach(world.state_dir).pid == world.pid
+
+
+def test_a_hold_keeps_the_orders_next_requests_until_released_and_lets_others_by(world):
+    """``hold:TOOL``: the effect's own reply leaves, then the order's next requests -- a tool's and the model's --
+    wait in the world until it is released, however long whoever releases it takes to look; another order's
+    requests go by. A soak directs a fault at "right after the charge" this way (test_soak's directed faults)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    world.inject("hold:charge_card", order_id=ORDER_ID)
+    assert post(world, CHARGES, CHARGE, key="k-held").status_code == 200  # the held effect's reply is not held
+    with ThreadPoolExecutor(2) as pool:
+        reserve = pool.submit(httpx.post, world.url + RESERVATIONS, json={"order_id": ORDER_ID, "sku": SKU},
+                              headers={"Idempotency-Key": "k-r"}, timeout=90)
+        model = pool.submit(ask, anthropic.Anthropic(base_url=world.url, api_key="x", max_retries=0, timeout=90),
+                            [{"role": "user", "content": order_task()}])
+        while world.held_requests() < 2:  # both are in the world, waiting: nothing of them is done
+            assert not reserve.done() and not model.done()
+            time.sleep(0.05)
+        other = {"order_id": "ORD-77", "amount": AMOUNT}
+        assert post(world, CHARGES, other, key="k-other").status_code == 200  # another order goes by
+        assert world.audit().counts.get("reservation", 0) == 0 and world.audit().model_calls == 0
+        world.flaky(30)  # what a soak's directed flaky spell does: the world flaky first, then the order goes on
+        world.release_held(ORDER_ID)
+        assert reserve.result().status_code == 503, "a held request is handled when it goes on, not before"
+        with pytest.raises(anthropic.APIStatusError) as raised:
+            model.result()
+        assert raised.value.status_code == 529
+    world.flaky(0)
+    assert world.held_requests() == 0
+    assert post(world, RESERVATIONS, {"order_id": ORDER_ID, "sku": SKU}, key="k-r2").status_code == 200  # fired once

@@ -232,7 +232,11 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
 
         def fire(fault, delay, order_id=None):
             """The fault after ``delay``; a directed one once ``order_id`` has its tool's effect (never, if the order
-            ends without it: the summary says so)."""
+            ends without it: the summary says so). The world holds the order's next request from the effect on,
+            until the fault has begun: the agent cannot finish the order while this thread is yet to look."""
+            if fault.after is not None:
+                world.hold(order_id, fault.after)
+
             def when_due():
                 if fault.after is None:
                     world.closed.wait(delay)
@@ -243,7 +247,7 @@ def soak(agent: str | os.PathLike, orders: int | None = 20, *, resumers: tuple[i
                             return
                         world.closed.wait(0.1)
                 if not world.closed.is_set():
-                    world.fault(*fault)
+                    world.fault(*fault, held=order_id if fault.after is not None else None)
             thread = threading.Thread(target=when_due, daemon=True)
             thread.start()
             fault_threads.append(thread)

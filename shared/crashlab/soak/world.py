@@ -13,7 +13,9 @@
 
 Each may be *directed* with ``@TOOL`` (``outage:200@charge_card``): it fires as soon as the world has committed
 TOOL's effect for the order it falls to, instead of at a random moment -- the outage that starts right after the
-charge, with the rest of the order, or its undo (``@refund_charge``), still to do.
+charge, with the rest of the order, or its undo (``@refund_charge``), still to do. The world holds the order's next
+request from that effect on until the fault has begun (``hold:TOOL``), so it is the next step that meets the fault
+however late the soak looks.
 
 A world that dies on its own (killed by someone else) is restarted on its state the next time the soak needs it,
 and counted; an audit the world cannot answer leaves that order unaudited, said in the summary.
@@ -166,6 +168,12 @@ class SoakWorld:
                 self.unaudited.append(order_id)
             return None
 
+    def hold(self, order_id: str, tool: str) -> None:
+        """Once ``tool``'s effect for ``order_id`` is committed, the world holds the order's later requests until a
+        fault begins (:meth:`fault` lets them go): a fault directed at that moment meets the order's next step."""
+        self._when_up(lambda world: world.inject(f"hold:{tool}", order_id=order_id),
+                      f"the world did not take the hold of {order_id}")
+
     def effect_seen(self, order_id: str, tool: str) -> bool:
         """Whether the world has committed ``tool``'s effect for the order (False while it cannot say)."""
         if not self.up.is_set():
@@ -175,8 +183,9 @@ class SoakWorld:
         except WorldError:
             return False
 
-    def fault(self, kind: str, seconds: float, after: str | None = None) -> None:
-        """Fire one fault now (``after``, for a directed one, was waited for by the caller)."""
+    def fault(self, kind: str, seconds: float, after: str | None = None, held: str | None = None) -> None:
+        """Fire one fault now (``after``, for a directed one, was waited for by the caller; ``held``, the order
+        whose requests the world holds meanwhile (:meth:`hold`), goes on once the fault has begun)."""
         with self._fault_lock:  # one fault at a time: a fault due during another waits for it to end
             if self.closed.is_set():
                 return
@@ -186,11 +195,11 @@ class SoakWorld:
             self.fault_log.append(logged)
             try:
                 if kind == "flaky":
-                    self._flaky(seconds)
+                    self._flaky(seconds, held)
                 elif kind == "pause":
-                    self._pause(seconds)
+                    self._pause(seconds, held)
                 else:
-                    self._down(kind, seconds)
+                    self._down(kind, seconds)  # a held request dies with the world, as the agent's next one would
             finally:
                 logged["ended"] = time.time()
                 self._troubled += time.monotonic() - self._fault_began
@@ -198,8 +207,10 @@ class SoakWorld:
                 self.generation += 1
                 self.up.set()
 
-    def _flaky(self, seconds: float) -> None:
+    def _flaky(self, seconds: float, held: str | None) -> None:
         self.world.flaky(seconds)
+        if held is not None:
+            self.world.release_held(held)
         self.flaky.append(seconds)
         self.closed.wait(seconds)
         try:
@@ -209,12 +220,18 @@ class SoakWorld:
         except WorldError:
             pass  # the soak is ending and its world with it
 
-    def _pause(self, seconds: float) -> None:
-        """Freeze the world's server (its whole process group) for ``seconds``; the soak waits for it as for an outage."""
+    def _pause(self, seconds: float, held: str | None) -> None:
+        """Freeze the world's server (its whole process group) for ``seconds``; the soak waits for it as for an
+        outage. A held order's request then goes on, as one in flight when the world froze."""
         self.up.clear()
         self.pauses.append(seconds)
         with frozen(self.world.pid, seconds):  # thawed on time even if this process is killed meanwhile
             self.closed.wait(seconds)
+        if held is not None and not self.closed.is_set():
+            try:
+                self.world.release_held(held)
+            except WorldError:
+                pass  # the soak is ending and its world with it
 
     def _down(self, kind: str, seconds: float) -> None:
         self.up.clear()

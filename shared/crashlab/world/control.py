@@ -19,7 +19,7 @@ from pathlib import Path
 from crashlab.crash_points import CrashPoint
 from crashlab.plumbing.tracebacks import cut_at_word, failure_words
 from crashlab.envnames import ENV_MODEL_URL, ENV_PRIVATE_DIR, ENV_SERVICES_URL, ENV_STATE_DIR
-from crashlab.order import ORDER_ID, check_order_id
+from crashlab.order import ORDER_ID
 from crashlab.plumbing.processes import kill_group, kill_groups, signal_group
 from crashlab.plumbing.sandbox import give
 from crashlab.plumbing.scratch import make_scratch, remove_scratch
@@ -27,19 +27,13 @@ from crashlab.world.errors import WorldError
 from crashlab.world.launch import server_options, start_server
 from crashlab.world.folder import AGENT_DIR, LEDGERS, LOG_FILE, READY_FILE, empty_world_folder, take_folder
 from crashlab.world.ledger import LedgerError
+from crashlab.world.fault_admin import FaultAdmin, checked_order_id
 from crashlab.world.screen_admin import ScreenAdmin
 
 KEY_LEASE = 5.0  # seconds an idempotency key stays in flight before a retry may take it over
 
 
-def _is_seconds(arg) -> bool:
-    try:
-        return 0 <= float(arg) < 3600
-    except (TypeError, ValueError):
-        return False
-
-
-class World(ScreenAdmin):
+class World(FaultAdmin, ScreenAdmin):
     """A running world: one server process on 127.0.0.1 with its ledgers in ``state_dir``.
 
     ``state_dir/ledgers`` holds the world's ledgers; ``state_dir/agent`` is where agents keep their
@@ -281,7 +275,7 @@ class World(ScreenAdmin):
         the request for ``point`` for ``order_id`` (see :mod:`crashlab.world.crashes`); ``point=None`` disarms."""
         if point is not None:
             point = CrashPoint.parse(point)  # a one-line ValueError for a point no run can reach
-            _check_order_id("arm_crash", order_id)
+            checked_order_id("arm_crash", order_id)
             if run is None:
                 raise ValueError("arm_crash needs the run (a crashlab.world.runscope.RunScope) that may reach the point")
         self._admin("POST", "crash", json={"point": point and str(point), "order_id": order_id,
@@ -295,83 +289,6 @@ class World(ScreenAdmin):
         """What the world saw of the armed crash point: ``None`` if it was not reached."""
         return self._admin("GET", "crash")["reached"]
 
-    def inject(self, fault: str, times: int = 1, arg: str | None = None, order_id: str | None = None) -> None:
-        """Arm a fault: ``lost_ack:TOOL`` (commit, then drop the reply), ``latency:TOOL`` (arg: seconds in flight),
-        ``refuse:TOOL`` (answer with the status in arg, 400 or 503 say, and do nothing), ``malformed_reply`` (arg:
-        unknown_tool, missing_args or bad_type), ``parallel_tool_use`` (tools in one reply), ``cut_stream`` (a streamed
-        reply's connection dropped after arg text deltas, 1 by default; the agent left alive). TOOL may be an undo tool.
-        With ``order_id`` only requests for that order meet it (and use it up); None: any order's.
-        For a step that fails for good, see :meth:`fail_permanently`."""
-        from crashlab.order import ALL_TOOLS
-        from crashlab.world.policy import MODEL_FAULT_ARGS, MODEL_FAULTS
-
-        kind, _, tool = fault.partition(":")
-        if fault not in MODEL_FAULTS and (kind not in ("lost_ack", "latency", "refuse") or tool not in ALL_TOOLS):
-            raise ValueError(f"unknown fault {fault!r}: lost_ack:TOOL, latency:TOOL, refuse:TOOL (TOOL one of "
-                             f"{', '.join(ALL_TOOLS)}) or {' or '.join(MODEL_FAULTS)} -- an unknown fault would never fire")
-        if kind == "latency" and not _is_seconds(arg):
-            raise ValueError(f"{fault} needs arg= seconds in flight, such as '0.5', got {arg!r}")
-        if fault in MODEL_FAULT_ARGS and not MODEL_FAULT_ARGS[fault][0](arg):
-            raise ValueError(f"{fault} needs arg= {MODEL_FAULT_ARGS[fault][1]}, got {arg!r}")
-        if fault.startswith("refuse:") and not (arg is None or (str(arg).isdigit() and 400 <= int(arg) <= 599)):
-            raise ValueError(f"{fault} needs arg= an HTTP error status such as '400' or '503', got {arg!r}")
-        if order_id is not None:
-            _check_order_id("inject", order_id)
-        self._admin("POST", "faults", json={"name": fault, "remaining": times, "arg": arg, "order_id": order_id})
-
-    def fail_permanently(self, order_id: str, tool: str, reason: str | None = None) -> None:
-        """Make every call of ``tool`` for ``order_id`` fail for good, until :meth:`clear_failure`: the card
-        declined (``charge_card``: 402 ``card_declined``), the item out of stock (``reserve_item``: 422
-        ``out_of_stock``), the address rejected (``send_confirmation``: 422 ``address_rejected``). The service
-        does nothing and answers the error, whose ``type`` is the reason; an agent's ``ToolCallFailed`` says
-        ``permanent`` and not ``retryable``. ``reason`` defaults to the tool's own. Kept in the control ledger, so
-        it outlives a crash and a restart with ``--keep``. ``tool`` may also be ``TOOL:REASON`` or the reason alone
-        (``world.fail_permanently("ORD-8842", "out_of_stock")``)."""
-        from crashlab.order import check_failure
-
-        _check_order_id("fail_permanently", order_id)
-        try:
-            tool, reason = check_failure(f"{tool}" if reason is None else f"{tool}:{reason}")
-        except ValueError as exc:
-            raise ValueError(f"fail_permanently: {exc}") from None
-        self._admin("POST", "failures", json={"order_id": order_id, "tool": tool, "reason": reason})
-
-    def clear_failure(self, order_id: str, tool: str | None = None) -> None:
-        """Undo :meth:`fail_permanently` for ``tool`` of ``order_id`` (every tool with None). A key whose
-        request got the failure keeps it, as a provider keeps a declined request's answer under its key."""
-        from crashlab.order import FAILURE_REASONS
-
-        _check_order_id("clear_failure", order_id)
-        if tool is not None and tool not in FAILURE_REASONS:
-            raise ValueError(f"clear_failure: {tool!r} is not a step that can fail for good ({', '.join(FAILURE_REASONS)})")
-        self._admin("POST", "failures", json={"order_id": order_id, "tool": tool, "reason": None})
-
-    def permanent_failures(self) -> list[dict]:
-        """The permanent failures armed: ``[{"order_id", "tool", "reason"}, ...]``."""
-        return self._admin("GET", "failures")["failures"]
-
-    def flaky(self, seconds: float, status: int = 503, model_status: int | None = 529) -> None:
-        """Make the world flaky for ``seconds``: every service request is answered ``status`` (503) and does
-        nothing, and every model request ``model_status`` (529, the API's "overloaded"; None leaves the model
-        alone) -- errors an agent should retry, as from services that are up but failing. Then it recovers by
-        itself; 0 ends it now. The end is a wall-clock time kept in the world's control ledger, so a world
-        restarted meanwhile stays flaky until then."""
-        def is_5xx(value) -> bool:
-            return type(value) is int and 500 <= value <= 599
-
-        if not _is_seconds(seconds) or not is_5xx(status) or not (model_status is None or is_5xx(model_status)):
-            raise ValueError(f"flaky needs 0 <= seconds < 3600 and 5xx statuses (a 4xx is not retried), got "
-                             f"seconds={seconds!r}, status={status!r}, model_status={model_status!r}")
-        self._admin("POST", "flaky", json={"seconds": float(seconds), "status": status, "model_status": model_status})
-
-    def flaky_state(self) -> dict:
-        """``{"seconds_left": ..., "refused": N}``: N requests answered with an error while flaky, in all."""
-        return self._admin("GET", "flaky")
-
-    def faults_left(self) -> dict[str, int]:
-        """How many times each armed fault will still fire (one order's is named ``NAME@ORDER``)."""
-        return {f["name"]: int(f["remaining"]) for f in self._admin("GET", "faults")["faults"]}
-
     def audit(self, order_id: str = ORDER_ID):
         """What the world saw for ``order_id``: effects, duplicates, model calls, repeats -- for a backlog id, every
         order's (a :class:`~crashlab.world.backlog_audit.BacklogAudit`). Asked of the running world through its admin
@@ -384,13 +301,6 @@ class World(ScreenAdmin):
 
     def __repr__(self) -> str:
         return f"World(url={self.url!r}, state_dir={str(self.state_dir)!r})"
-
-
-def _check_order_id(what: str, order_id) -> None:
-    try:
-        check_order_id(order_id)
-    except ValueError as exc:
-        raise ValueError(f"{what}: {exc}") from None
 
 
 __all__ = ["World", "WorldError", "KEY_LEASE", "LedgerError", "ENV_MODEL_URL", "ENV_SERVICES_URL", "ENV_STATE_DIR", "ENV_PRIVATE_DIR"]

@@ -7,7 +7,8 @@
   lesson that spreads one fault over several orders arms it for any;
 - *flaky*: until a wall-clock time, every request fails with a retryable status and does nothing;
 - permanent failures: every call of one tool for one order fails for good (a declined card, an item out of
-  stock, a rejected address), until cleared.
+  stock, a rejected address), until cleared;
+- held orders (:class:`Gate`): once a ``hold:TOOL`` fault has fired, the order's later requests wait.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import time
 from pathlib import Path
 
 from crashlab.world import ledger
+
+HOLD_MAX_S = 60.0  # seconds a held request waits at most: a gate nobody opens cannot stall an order for good
 
 
 class Faults:
@@ -101,3 +104,42 @@ class Faults:
     def failures(self) -> list[dict]:
         with self._connection() as conn:
             return [dict(r) for r in conn.execute("SELECT * FROM failures ORDER BY order_id, tool")]
+
+
+class Gate:
+    """The orders whose requests wait. When a ``hold:TOOL`` fault fires -- TOOL's effect for the order committed,
+    its reply about to leave -- the order's later requests, the model's and the tools', wait here until the gate
+    opens (:meth:`open`, through the admin API). A soak directs a fault at "right after the charge" this way: it
+    sees the effect in the ledger whenever it gets to look, begins the fault (the world stopped, frozen or flaky),
+    then opens the gate, so the agent's next step meets the fault however slow the machine, instead of the agent
+    finishing the order before the soak has looked. Kept in memory: a world restarted (an outage) holds nothing."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._held: set[str] = set()
+        self.waiting = 0  # requests waiting now
+
+    def close(self, order_id: str) -> None:
+        with self._changed:
+            self._held.add(order_id)
+
+    def wait(self, order_id: str | None) -> bool:
+        """Wait while ``order_id`` is held (at most :data:`HOLD_MAX_S`); True if this request was held."""
+        with self._changed:
+            if order_id not in self._held:
+                return False
+            self.waiting += 1
+            try:
+                self._changed.wait_for(lambda: order_id not in self._held, HOLD_MAX_S)
+            finally:
+                self.waiting -= 1
+            return True
+
+    def open(self, order_id: str | None = None) -> None:
+        """Let ``order_id``'s requests go on (None: every order's)."""
+        with self._changed:
+            if order_id is None:
+                self._held.clear()
+            else:
+                self._held.discard(order_id)
+            self._changed.notify_all()

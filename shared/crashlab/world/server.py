@@ -28,7 +28,7 @@ from crashlab.plumbing.ports import port_number
 from crashlab.world import backlog_policy, ledger, policy
 from crashlab.world.runscope import RunScope
 from crashlab.world.crashes import CrashPlan, CrashSite, Requester
-from crashlab.world.faults import Faults
+from crashlab.world.faults import Faults, Gate
 from crashlab.world.screen import ScreenRoutes
 from crashlab.world.services import SERVICES, ServiceRoutes, error_body
 from crashlab.world.stream import StreamRoutes, StreamSettings
@@ -112,6 +112,8 @@ class WorldHandler(ServiceRoutes, StreamRoutes, ScreenRoutes, BaseHTTPRequestHan
             self._send(200, {"faults": self.server.faults.all()})
         elif path == "/_admin/flaky":
             self._send(200, self.server.faults.flaky())
+        elif path == "/_admin/held":
+            self._send(200, {"waiting": self.server.gate.waiting})
         elif path == "/_admin/crash":
             self._send(200, self.server.crashes.state())
         elif path == "/_admin/failures":
@@ -156,6 +158,9 @@ class WorldHandler(ServiceRoutes, StreamRoutes, ScreenRoutes, BaseHTTPRequestHan
             self._set_fault(body)
         elif self.path == "/_admin/flaky":
             self._set_flaky(body)
+        elif self.path == "/_admin/release":
+            self.server.gate.open(body.get("order_id") if isinstance(body, dict) else None)
+            self._send(200, {"ok": True})
         elif self.path == "/_admin/failures":
             self._set_failure(body)
         elif self.path == "/_admin/crash":
@@ -255,6 +260,8 @@ class WorldHandler(ServiceRoutes, StreamRoutes, ScreenRoutes, BaseHTTPRequestHan
             order_id = policy.order_of(messages)  # a backlog's calls are filed under the backlog
         except policy.InvalidRequest:
             order_id = None
+        if self.server.gate.wait(order_id) and self._flaky(model=True, what="the model"):  # held till a fault began
+            return
         crash = self._crashes.site(MODEL, order_id, self._requester)
         if self._crash(crash, "before"):
             return
@@ -335,6 +342,7 @@ def serve(state_dir: Path, port: int = 0, ready_file: Path | None = None, parent
     server.daemon_threads = True
     server.state_dir = state_dir  # type: ignore[attr-defined]
     server.faults = Faults(state_dir)  # type: ignore[attr-defined]
+    server.gate = Gate()  # type: ignore[attr-defined]
     server.key_lease = key_lease  # type: ignore[attr-defined]
     server.key_lifetime = key_lifetime  # type: ignore[attr-defined]
     server.result_bytes = result_bytes  # type: ignore[attr-defined]  # a backlog order's receipt (backlog_policy)

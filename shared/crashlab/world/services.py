@@ -89,6 +89,7 @@ class ServiceRoutes:
             self._error(400, "invalid_request_error", f"{tool}: {problem}")
             return
         faults = self.server.faults
+        self.server.gate.wait(params["order_id"])  # before anything: a held order's request meets the fault
         if self._flaky(model=False, what=tool):
             return
         refused = faults.take(f"refuse:{tool}", params["order_id"])
@@ -135,6 +136,8 @@ class ServiceRoutes:
             conn.close()
         if self._crash(crash, "after"):
             return
+        if faults.take(f"hold:{tool}", params["order_id"]) is not None:
+            self.server.gate.close(params["order_id"])  # closed before the reply leaves: nothing can slip past
         if faults.take(f"lost_ack:{tool}", params["order_id"]) is not None:
             # The effect is committed; the reply never leaves. The client sees a dropped connection.
             self.close_connection = True
