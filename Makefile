@@ -59,11 +59,12 @@ demo: setup
 
 # The unit tests and grader proofs (with Run All on every unanswered student notebook:
 # tests/grading/test_student_notebooks.py) and nbval over the masters (full output comparison), in one pool
-# (tests/conftest.py keeps each notebook's cells on one worker). Three workers on two cores: much of the
-# suite waits on agent processes, servers and timeouts (on an earlier, smaller suite, a fresh clone took
-# 11 min 46 s with three and 13 min 54 s with two; the README gives the latest times).
+# (tests/conftest.py keeps each notebook's cells on one worker). Four workers on two cores: much of the
+# suite waits on agent processes, servers, durable waits and frozen worlds, and with three the two cores were
+# idle an eighth of the run (a fresh clone: 16 min 0 s of tests with three, 12 min 58 s with four; the README
+# gives the latest times). The suite passes on a machine loaded to 20: no test judges a time.
 test: setup lint
-	$(BIN)/python -m pytest solutions tests -q -n 3 --nbval --nbval-sanitize-with $(NBVAL_SANITIZE) --durations=25
+	$(BIN)/python -m pytest solutions tests -q -n 4 --nbval --nbval-sanitize-with $(NBVAL_SANITIZE) --durations=25
 
 # ruff's checks for errors (pyproject.toml, [tool.ruff]): undefined or unused names, syntax, statement slips -- in
 # the library, the tests and the masters' code (their cells and the files they write: tests/lint_masters.py);
