@@ -308,6 +308,23 @@ def test_a_floor_lost_in_the_noise_gives_no_ratios_and_says_so(tmp_path, monkeyp
 
 
 @pytest.mark.timeout(30)
+def test_an_engine_lost_in_the_noise_has_no_figure_rather_than_a_negative_one(tmp_path, monkeypatch):
+    """On a machine loaded to 30, Restate's (t(N) - t(1)) / (N - 1) came out at -0.04 ms, and a lesson printed it as
+    the cheapest engine, -1429 x cheaper than the dearest: such a row has no figure, and says why."""
+    from crashlab.bench import run as bench_run
+
+    monkeypatch.setattr(bench_run, "availability", lambda engine: None)
+    samples = iter([[2.0], [-0.04], [2.2]])  # the floor, dbos-sqlite, the floor again
+    monkeypatch.setattr(bench_run, "measure_engine", lambda engine, *a, **k: next(samples))
+    result = bench.run_benchmark(steps=3, repeats=1, engines=["floor", "dbos-sqlite"], workdir=tmp_path,
+                                 progress=False, recovery=False)
+    dbos = result.row("dbos-sqlite")
+    assert dbos.per_step_ms is None and not dbos.ok and "below this run's noise" in dbos.note
+    assert dbos.samples_ms == [-0.04] and dbos.ratio_to_floor is None
+    assert "below this run's noise" in result.table()
+
+
+@pytest.mark.timeout(30)
 def test_long_agents_beside_an_earlier_run_take_its_per_step_costs_instead_of_measuring_again(tmp_path, monkeypatch):
     """The side-by-side lesson's long rows: one per engine (each registry entry's long_bench row), set beside the
     per-step costs its benchmark cell measured a moment before, which are not measured a second time."""

@@ -44,6 +44,8 @@ POINTERS = [
      r"^extra model calls on this run: "),
     ("11_side_by_side", "the lines under the benchmark count this run's", "What the new process ran again",
      r"^langgraph-async ran (\d+ more step|no more steps)"),
+    ("11_side_by_side", "Read the lines above the table, not a count in this text", "def on_screen(row)",
+     r"^the addressed relays and streams: the screen exact at every point for \d+ of \d+ agents"),
 ]
 
 

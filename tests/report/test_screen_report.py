@@ -80,3 +80,14 @@ def test_an_agent_that_shows_nothing_gets_no_screen_table(tmp_path):
     quiet = Matrix("/lessons/keyed_agent.py", "ORD-8842", "durable",
                    [Row(p, True, {}, 0, 4, 0, True, 0.5) for p in POINTS], 3.0)
     assert "table class='screen'" not in page(tmp_path, quiet) and tally(quiet).screen == 0
+
+
+def test_one_agent_file_run_twice_gets_two_names_in_its_lessons_heatmap(tmp_path):
+    """Lesson 10 runs stream_agent.py with the naive relay and with the addressed one: two columns headed alike would
+    read as one agent, so each is told apart by its title's first words."""
+    naive, addressed = streaming("stream_agent.py", "observe", TWICE), streaming("stream_agent.py", "durable", {})
+    sections = [("10 naive relay: every text delta shown as it arrives", naive, "10_streaming"),
+                ("10 log agent, relay addressed by turn", addressed, "10_streaming")]
+    text = write_report(tmp_path / "report.html", sections, "demo").read_text()
+    [alt] = re.findall(r"<img class='heatmap' alt='([^']*)'", text)
+    assert alt == "lesson 10 streaming heatmap: stream: naive relay, stream: log agent", alt

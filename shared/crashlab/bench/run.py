@@ -136,10 +136,12 @@ def run_benchmark(steps: int = 50, repeats: int = 3, engines: Sequence[str] | No
                         row.per_step_ms = statistics.median(row.samples_ms)
                         if row.per_step_ms <= 0:  # (t(N) - t(1)) / (N - 1) lost in one invocation's jitter
                             row.note = _below_noise(steps)
+                            if engine != FLOOR:  # no figure rather than a negative one (the floor is measured again)
+                                row.per_step_ms = None
                     except Exception as exc:  # noqa: BLE001 -- every failure becomes a row, never a traceback
                         row.note = str(exc) if isinstance(exc, BenchError) else f"{type(exc).__name__}: {exc}"
                     tick(f"{engine} measured")
-                if recovery and engine != FLOOR and row.ok:
+                if recovery and engine != FLOOR and (row.ok or row.samples_ms):  # it ran, its figure in the noise
                     try:
                         got = recover_engine(engine, servers, run_dir, steps, timeout_s)
                         row.recovery_s = round(got["recovery_s"], 3)

@@ -36,7 +36,8 @@ def terminal_summary(sections, width: int = WIDTH, unjudged: dict[int, str] | No
                 f"{verdict(matrix, short=True, unjudged=unjudged.get(id(matrix)))}")
         out.append(line[:width])
     out += [""] + fit("per crash point, cells dup/rep/unf (rep counts every repeat here): ! a real failure, "
-                      "* the one expected repeat at after:model#N, - never reached", width).splitlines()
+                      "* the one expected repeat at after:model#N or mid:model#N@chunkK (the answer died on its way), "
+                      "- never reached", width).splitlines()
     out += _grid(codes, [m for _, m, _ in rows], width)
     out += ["", *fit(lead_text(rows, unjudged) + ".", width).splitlines()]
     return "\n".join(out)
