@@ -84,12 +84,27 @@ def secrets_in(pid: int, cap: int = 96 << 20) -> set[bytes]:
     return found
 
 
+def _command_line(pid: int | None) -> bytes | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes() if pid else None
+    except OSError:
+        return None
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(re.search(r"^PPid:\s+(\d+)", Path(f"/proc/{pid}/status").read_text(), re.M).group(1))
+    except (OSError, AttributeError):
+        return None
+
+
 class Sampler:
     """While a grading runs: every process of a sandbox user below this one, and every process between (the
     launchers that fork them, the judge), read for the planted secrets once each."""
 
     def __init__(self, agents: int = 16):
         self.found: dict[str, set] = {}
+        self.pending: dict[int, tuple[str, bytes, set]] = {}  # hits in a fork not seen to exec yet (see _scan)
         self.seen: set[int] = set()
         self.agents, self._stop = agents, threading.Event()
         self.users = {}
@@ -105,10 +120,31 @@ class Sampler:
         return self.users[uid]
 
     def _scan(self, pid: int, why: str) -> None:
+        """Hits in a process that is still its parent's image (the same command line) wait for one of two ends. A
+        child the grader started with ``preexec_fn`` (setuid to the sandbox user, then exec) is caught now and then
+        between the two, on a loaded machine: its memory is the grader's own for a moment, unreadable by the sandbox
+        user (a change of uid makes it non-dumpable) and gone at the exec, so its hits are dropped and the new image
+        scanned. A fork that never execs -- an agent the warm launcher forks, which runs the student's code in that
+        memory -- keeps its command line to the end, and its hits count."""
         self.seen.add(pid)
         hits = secrets_in(pid)
-        if hits:
+        if not hits:
+            return
+        command = _command_line(pid)
+        if command is not None and command == _command_line(_parent(pid)):
+            self.pending[pid] = (why, command, hits)
+        else:
             self.found[f"{pid} ({why})"] = hits
+
+    def _settle(self, final: bool = False) -> None:
+        for pid, (why, command, hits) in list(self.pending.items()):
+            now = _command_line(pid)
+            if now is not None and now != command:  # it exec'd: the image the hits came from is gone
+                del self.pending[pid]
+                self._scan(pid, why)
+            elif now is None or final:  # it ended, or the grading did, as its parent's image
+                del self.pending[pid]
+                self.found[f"{pid} ({why})"] = hits
 
     def _run(self) -> None:
         agents = 0
@@ -134,6 +170,7 @@ class Sampler:
                 for parent in above[:above.index(os.getpid())]:
                     if parent not in self.seen:
                         self._scan(parent, "forks a sandboxed process")
+            self._settle()
             time.sleep(0.05)
 
     @staticmethod
@@ -151,6 +188,7 @@ class Sampler:
     def stop(self) -> dict:
         self._stop.set()
         self._thread.join(30)
+        self._settle(final=True)
         return self.found
 
 
