@@ -176,12 +176,12 @@ class Sampler:
     @staticmethod
     def _ancestors(pid: int) -> list[int]:
         """The processes above ``pid``, nearest first."""
-        chain = []
+        chain: list[int] = []
         while pid > 1 and len(chain) < 64:
-            try:
-                pid = int(re.search(r"^PPid:\s+(\d+)", Path(f"/proc/{pid}/status").read_text(), re.M).group(1))
-            except (OSError, AttributeError):
+            parent = _parent(pid)
+            if parent is None:
                 break
+            pid = parent
             chain.append(pid)
         return chain
 
