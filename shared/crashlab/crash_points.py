@@ -35,6 +35,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Literal
 
 from crashlab.order import ALL_TOOLS, TOOL_ORDER, UNDO_TOOLS, check_failure, failure_path
@@ -197,10 +198,19 @@ def row_points(label: str) -> tuple[CrashPoint, ...]:
 
 def allowed_repeats(label: str | CrashPoint) -> int:
     """How many repeated model calls a correct agent may show in the row ``label`` (a point, a double crash's
-    label, or :data:`BASELINE`): one for each of its crashes at ``after:model#N`` (the answer died in flight, see
-    the module's docstring), none otherwise."""
+    label, or :data:`BASELINE`): one for each of its crashes at ``after:model#N`` or ``mid:model#N@chunkK`` (the
+    answer died in flight, see the module's docstring), none otherwise."""
     crashes = (label,) if isinstance(label, CrashPoint) else row_points(label)
     return sum(point.allowed_repeats for point in crashes)
+
+
+def expected_repeat_words(labels: Iterable[str]) -> str:
+    """Where the rows ``labels`` may show their one expected repeat, in the vocabulary's own forms: a key under a
+    figure of these rows says ``after:model#N``, and names ``mid:model#N@chunkK`` too once a row crashed inside a
+    stream -- a key that named only the first would call the second's orange cell unexplained."""
+    kinds = {point.when for label in labels for point in row_points(label) if point.allowed_repeats}
+    return " or ".join(form for when, form in (("after", "after:model#N"), (MID, f"mid:model#N{CHUNK}K"))
+                       if when in kinds) or "after:model#N"
 
 
 def allowed_retractions(label: str | CrashPoint) -> int:
@@ -322,4 +332,4 @@ def double_crash_pairs(sample: int | None = 6, fail: str | None = None) -> list[
 __all__ = ["ALLOWED_REPEAT", "ALLOWED_RETRACTION", "BASELINE", "CHUNK", "FORMS", "FORMS_WITH_UNDO", "MID", "MODEL",
            "THEN", "TURN", "WHENS", "CrashPoint", "Moment", "When", "allowed_repeats", "allowed_retractions",
            "boundary_points", "check_crash_point", "check_on_path", "default_points", "double_crash_pairs",
-           "failure_points", "row_label", "row_label_lines", "row_points"]
+           "expected_repeat_words", "failure_points", "row_label", "row_label_lines", "row_points"]

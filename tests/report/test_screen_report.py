@@ -91,3 +91,27 @@ def test_one_agent_file_run_twice_gets_two_names_in_its_lessons_heatmap(tmp_path
     text = write_report(tmp_path / "report.html", sections, "demo").read_text()
     [alt] = re.findall(r"<img class='heatmap' alt='([^']*)'", text)
     assert alt == "lesson 10 streaming heatmap: stream: naive relay, stream: log agent", alt
+
+
+def test_the_key_names_the_point_where_a_streamed_answer_died_once_a_row_has_one(tmp_path):
+    """The orange cell of a mid-stream row is the one repeat allowed there: a key that named only after:model#N
+    would leave it unexplained. The key names what the figure's rows have, no more."""
+    import matplotlib.pyplot as plt
+
+    from crashlab.report.plots import lesson_heatmap
+
+    def key_texts(matrices) -> str:
+        fig = lesson_heatmap(matrices, "t")
+        try:
+            return " ".join(t.get_text() for legend in fig.legends for t in legend.get_texts())
+        finally:
+            plt.close(fig)
+
+    streamed = streaming("relay_agent.py", "durable", {})
+    plain = Matrix("/lessons/log_agent.py", "ORD-8842", "durable",
+                   [row(p, None) for p in (BASELINE, "after:model#1", "before:charge_card")], 3.0)
+    assert "mid:model#N@chunkK" in key_texts([streamed]) and "mid:model" not in key_texts([plain])
+    assert "after:model#N" in key_texts([plain])
+    assert "<code>mid:model#N@chunkK</code>" in page(tmp_path, streamed)
+    assert "mid:model" not in write_report(tmp_path / "plain.html", [("01 log", plain, "01")], "demo").read_text() \
+        .split("class='key'", 1)[1].split("</div>", 1)[0]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from crashlab.harness import Matrix
-from crashlab.crash_points import allowed_repeats
+from crashlab.crash_points import allowed_repeats, expected_repeat_words
 from crashlab.plumbing.outputs import REPORT, REPORT_HEAD, write_output
 from crashlab.report.figures import DPI, png, png_size
 from crashlab.report.screen import CSS as SCREEN_CSS, screen_rows_wrong, screen_table, streams
@@ -45,7 +45,7 @@ class Tally:
     points: int
     reached: int
     duplicates: int
-    avoidable: int      # repeated model calls beyond the one unavoidable repeat at after:model#N
+    avoidable: int      # repeated model calls beyond the one unavoidable repeat where an answer died in flight
     expected: int       # those unavoidable repeats
     unfinished: int
     problems: int
@@ -227,10 +227,12 @@ def _lead(rows, unjudged: Mapping[int, str]) -> str:
     return f"<p class='lead'>{html.escape(lead_text(rows, unjudged))}.</p>"
 
 
-def _key() -> str:
+def _key(labels: Sequence[str]) -> str:
+    """The key under the page's heatmaps; ``labels``, every row on the page, say where a repeat is expected."""
+    where = " or ".join(f"<code>{form}</code>" for form in expected_repeat_words(labels).split(" or "))
     hatch = f"repeating-linear-gradient(135deg,{NOT_REACHED} 0 4px,#a0a0a0 4px 5px)"
     swatches = [(FAILURE, "real failure (the number is the count)"),
-                (EXPECTED, "expected: the one repeat at <code>after:model#N</code> (the answer died in flight)"),
+                (EXPECTED, f"expected: the one repeat at {where} (the answer died in flight)"),
                 (hatch, "– crash point never reached"), (CLEAN, "0: clean")]
     spans = "".join(f"<span><i style='background:{c}'></i>{t}</span>" for c, t in swatches)
     return f"<div class='key'><b>Key:</b> {spans}<br><b>Columns:</b> {html.escape(MEASURE_WORDS)}</div>"
@@ -303,7 +305,8 @@ def write_report(path: str | Path, sections: Sequence[tuple], title: str = "Cras
     parts = [REPORT_HEAD, f"<title>{html.escape(title)}</title><style>{_CSS}</style><body>", f"<h1>{html.escape(title)}</h1>"]
     unjudged = unjudged or {}
     if rows:
-        parts += [_lead(rows, unjudged), *_summary(rows, unjudged), _key()]
+        parts += [_lead(rows, unjudged), *_summary(rows, unjudged),
+                  _key([r.point for row in rows for r in row[1].rows])]
     lessons: dict[str, list] = {}
     for row in rows:
         lessons.setdefault(row[2], []).append(row)

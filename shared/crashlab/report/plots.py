@@ -7,7 +7,7 @@ from typing import Sequence
 
 from crashlab.world.audit import Event
 from crashlab.harness import Matrix, ProcessRun
-from crashlab.crash_points import allowed_repeats
+from crashlab.crash_points import allowed_repeats, expected_repeat_words
 
 _COLORS = {"model": "#4c72b0", "charge": "#55a868", "reservation": "#8172b2", "confirmation": "#c44e52"}
 
@@ -82,7 +82,7 @@ def timeline(runs: Sequence[ProcessRun], events: Sequence[Event], title: str = "
 
 TIMELINE_IN = 9.4           # inches at 100 dpi: within the notebook's 980 px with its labels
 
-EXPECTED = "#e0a526"        # the one unavoidable repeat: an answer that died in flight (after:model#N)
+EXPECTED = "#e0a526"        # the one unavoidable repeat: an answer that died in flight (after: or mid:model#N)
 EXPECTED_TEXT = "#a06b00"
 NOT_REACHED = "#d9d9d9"
 
@@ -164,7 +164,8 @@ def lesson_heatmap(matrices: Sequence[Matrix], title: str, names: Sequence[str] 
     # points' column is as wide as its longest label (a double crash's two points); the cells give up what that
     # takes from the notebook's width (0.3 in: the PNG's margins), down to the width their numbers need.
     label_w = max(TextPath((0, 0), point, size=11).get_extents().width for point in points) / 72
-    left, top, below, key = max(2.3, label_w + 0.3), 0.7 + (0.45 if files else 0), 0.35, 1.0
+    expected = "expected: 1 repeat at " + expected_repeat_words(points).replace(" or ", "\nor ")
+    left, top, below, key = max(2.3, label_w + 0.3), 0.7 + (0.45 if files else 0), 0.35, 1.0 + 0.2 * expected.count("\n")
     cell_w, cell_h = max(0.5, min(0.7, (WIDTH_PX / DPI - 0.3 - left - 0.15) / columns)), 0.32
     width, height = left + cell_w * columns + 0.15, top + cell_h * len(points) + below + key
     fig = plt.figure(figsize=(width, height), dpi=DPI)  # not shrunk on a page or in a notebook
@@ -196,7 +197,7 @@ def lesson_heatmap(matrices: Sequence[Matrix], title: str, names: Sequence[str] 
         spine.set_visible(False)
     fig.text(0.1 / width, 1 - 0.1 / height, title, ha="left", va="top", fontsize=14)
     fig.legend(handles=[Patch(color=FAILURE, label="real failure (number = count)"),
-                        Patch(color=EXPECTED, label="expected: 1 repeat at after:model#N"),
+                        Patch(color=EXPECTED, label=expected),
                         Patch(facecolor=NOT_REACHED, edgecolor="#a0a0a0", hatch="//", label="– never reached"),
                         Patch(color=CLEAN, label="0: clean")],
                loc="upper left", bbox_to_anchor=(0.1 / width, key / height), ncol=2, fontsize=11, frameon=False,
