@@ -1,10 +1,13 @@
 """Run All on each unanswered student notebook, as a learner does before writing a line; then, in the same
-kernel, each exercise answered and its visible checks run again, as a learner does next.
+kernel, the first exercise answered and its visible checks run again, as a learner does next.
 
 What a learner must see: every cell that runs their answers stops at once with one line naming the
 exercise to finish (no waits on agents that cannot work, no engine's traceback, no result of a run that
-never happened), and every other error comes from an exercise's own cell. Then each visible check, run
-on the placeholder first, sees the answer once it is written: no kernel restart. The long demonstrations
+never happened), and every other error comes from an exercise's own cell. Then a visible check, run on
+the placeholder first, sees the answer once it is written: no kernel restart. One check a lesson shows
+that in the lesson's own kernel; every check passing on the answers is the masters' grading, and the
+mechanism at every kind of answer (a file, the same file rewritten in the same second, a module outside
+the lesson) is ``test_a_visible_check_sees_the_answer_written_after_it_ran``. The long demonstrations
 of given code (tagged ``skip-when-grading`` and not ``uses-answers``) are left out: nbval runs them in full
 over the masters. The browser test runs the unanswered lesson 5 in JupyterLab the same way, to see what Lab
 shows of it.
@@ -80,19 +83,22 @@ def said(cell) -> str:
 
 @pytest.mark.parametrize("path", STUDENT_NOTEBOOKS, ids=lambda p: p.stem)
 def test_run_all_on_an_unanswered_notebook_stops_each_demonstration_in_one_line(path, tmp_path):
-    """And then each visible check, run on the placeholder by Run All, sees its exercise's answer."""
+    """And then the first visible check, run on the placeholder by Run All, sees its exercise's answer."""
     steps = answering(nbformat.read(path, as_version=4), nbformat.read(ROOT / "solutions" / path.name, as_version=4))
-    nb, seconds = run_all(path, tmp_path, then=[cell for _, cells in steps for cell in cells])
-    print(f"{path.name}: Run All (given demonstrations left out), then each exercise answered and checked again, "
+    answered = steps[:1]  # the module's docstring says why one check a lesson
+    nb, seconds = run_all(path, tmp_path, then=[cell for _, cells in answered for cell in cells])
+    print(f"{path.name}: Run All (given demonstrations left out), then the first exercise answered and checked again, "
           f"in {seconds:.1f} s")
-    for check, cells in steps:  # the check ran before the answer, as the learner's first try, and again after it
+    for check, _ in steps:  # each check ran on the placeholder, as the learner's first try
         where = f"{path.name}: {nb.cells[check].source.splitlines()[0]!r}"
         assert PASSED not in said(nb.cells[check]), f"{where} passed on the placeholder"
         assert said(nb.cells[check]).strip(), f"{where} said nothing on the placeholder"
+    for check, cells in answered:  # and the first again, once its exercise is answered
+        where = f"{path.name}: {nb.cells[check].source.splitlines()[0]!r}"
         again = cells[-1]  # executed in place, at the end of nb
         assert PASSED in said(again) and "error" not in [o.get("output_type") for o in again.outputs], \
             f"{where}, run again once the exercise is answered in the same kernel, did not pass:\n{said(again)[-1500:]}"
-    added = {id(cell) for _, cells in steps for cell in cells}
+    added = {id(cell) for _, cells in answered for cell in cells}
     for index, cell in enumerate(nb.cells):
         if id(cell) in added:
             continue
