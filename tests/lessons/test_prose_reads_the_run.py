@@ -36,6 +36,8 @@ POINTERS = [
      r"^dearest on this run: "),
     ("10_streaming", "whether each engine held on this run", "failed = [row.point",
      r"^LangGraph: (every one of the \d+ rows clean|not clean on this run)"),
+    ("10_streaming", "the line under its matrix says whether it held on this run", "pai_unclean = [row.point",
+     r"^Pydantic AI on Temporal: (every one of the \d+ rows clean|not clean on this run)"),
     ("11_side_by_side", "the lines under it say what it shows", "print(terminal_summary(sections))",
      r"^lesson 7's sagas, the item out of stock: cleanly undone, nothing twice,\n  at every crash point on \d+ of \d+"),
     ("11_side_by_side", "The lines under the benchmark say which way it went on this run",
