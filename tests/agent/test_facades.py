@@ -54,7 +54,8 @@ LESSONS = [
     # streaming: what the user saw, what a chunk costs, a DBOS stream's rows
     "chunk_costs", "cost_lines", "dbos_stream", "user_saw",
     # the long haul's measures
-    "bytes_by_turn", "growth_exponent", "growth_plot", "history_signals", "human_bytes", "one_record", "temporal_runs",
+    "bytes_by_turn", "growth_exponent", "growth_plot", "history_signals", "human_bytes", "one_record", "stored_record",
+    "temporal_runs",
     # the long task
     "BacklogAudit", "SUMMARY_ASK", "backlog_id", "backlog_of", "backlog_orders", "backlog_task", "backlog_turns",
     "boundary_points", "is_backlog", "plan", "progress_line", "task_for",

@@ -13,6 +13,7 @@ import nbformat
 import pytest
 
 from crashlab.crash_points import boundary_points
+from crashlab.engines.temporal.record import external_claims
 from crashlab.engines.record import Entry, Record
 from crashlab.grading.grade import score_matrix_check
 from crashlab.lessons import bytes_by_turn, growth_exponent, growth_plot, one_record
@@ -41,13 +42,36 @@ def test_bytes_by_turn_adds_every_entry_up_to_each_turn_s_end():
     assert bytes_by_turn(one_record([record, record]), lambda e: e.name == "run_tool") == [65, 90, 155, 180]
 
 
+def test_external_claims_reads_every_reference_an_event_keeps_and_no_inline_payload():
+    from temporalio.api.common.v1 import Payload
+    from temporalio.api.history.v1 import HistoryEvent
+    from temporalio.api.sdk.v1.external_storage_pb2 import ExternalStorageReference
+    from temporalio.converter import JSONProtoPayloadConverter
+
+    def reference(digest: str) -> Payload:  # what the SDK writes in a stored payload's place
+        payload = JSONProtoPayloadConverter().to_payload(ExternalStorageReference(driver_name="folder",
+                                                                                  claim_data={"sha256": digest}))
+        payload.external_payloads.add().size_bytes = 900
+        return payload
+
+    event = HistoryEvent()
+    scheduled = event.activity_task_scheduled_event_attributes
+    scheduled.input.payloads.extend([reference("ab"), Payload(data=b'"kept inline"')])
+    scheduled.header.fields["context"].CopyFrom(reference("cd"))  # a map of payloads, deeper in the event
+    assert sorted(c["sha256"] for c in external_claims(event)) == ["ab", "cd"]
+    assert external_claims(HistoryEvent()) == []
+
+
 def test_the_growth_plot_is_readable_at_100_percent():
     import matplotlib.pyplot as plt
 
-    fig = growth_plot({"quadratic": [n * n for n in range(1, 80)], "linear": [900 * n for n in range(1, 210)]},
-                      "a title", limit=2 * 1024 * 1024, limit_label="a limit")
+    curves = {f"linear {k}": [900 * k * n for n in range(1, 210)] for k in range(1, 12)}  # past the colour cycle
+    fig = growth_plot({"quadratic": [n * n for n in range(1, 80)], **curves}, "a title", limit=2 * 1024 * 1024,
+                      limit_label="a limit")
     try:
         assert fig.get_size_inches()[0] * DPI <= WIDTH_PX and smallest_font(fig) >= MIN_PT
+        styles = [(line.get_color(), line.get_linestyle()) for line in fig.axes[0].get_lines() if line.get_label() in curves]
+        assert len(set(styles)) == len(curves), "two curves drawn alike"
     finally:
         plt.close(fig)
 

@@ -66,7 +66,7 @@ if TYPE_CHECKING:  # each imported on first use (crashlab.plumbing.lazy reads th
     from crashlab.engines.restate.record import journal_entry_types, step_result, world_service
     # the long haul: how a durable record grows with the turns
     from crashlab.lessons.long_haul import (bytes_by_turn, growth_exponent, growth_plot, history_signals, human_bytes,
-                                            one_record, temporal_runs)
+                                            one_record, stored_record, temporal_runs)
     # streaming: what the user saw, and what a streamed chunk costs
     from crashlab.lessons.streaming import chunk_costs, cost_lines, user_saw
     # the benchmark
@@ -94,7 +94,8 @@ __all__ = [
     "order_details", "order_task", "postgres_available", "read_record", "reference_matrices", "reference_value",
     "remove_scratch", "replay_verdict", "reserve_item", "resolve_awakeable", "restate_lesson", "run_agent",
     "run_benchmark", "run_python", "say", "seconds_per_step", "send_confirmation", "show_figure", "show_log", "show_run",
-    "start_agent", "state_dir", "step_result", "stop_worlds", "stopped_before", "temporal_activities", "temporal_runs",
+    "start_agent", "state_dir", "step_result", "stop_worlds", "stopped_before", "stored_record", "temporal_activities",
+    "temporal_runs",
     "terminal_summary", "throwaway_postgres", "timeline", "undo_steps", "use_quiet_runtime", "variant",
     "work_in_lesson_folder", "world_service", "zombie_cost",
     "judge_screen",

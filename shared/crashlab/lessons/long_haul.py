@@ -8,10 +8,10 @@ keeps its own words for it (an ``ActivityTaskCompleted`` of ``run_tool``, a DBOS
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from crashlab.engines.growth import bytes_by_turn, growth_exponent, human_bytes
-from crashlab.engines.record import Record, Store
+from crashlab.engines.record import Entry, Record, Store
 
 
 def one_record(records: Sequence[Record]) -> Record:
@@ -30,9 +30,10 @@ def growth_plot(curves: dict[str, Sequence[float]], title: str, limit: float | N
 
     fig, ax = plt.subplots(figsize=(9.4, 4.6))
     right, lowest, highest = 1, float("inf"), 0.0
-    for label, sizes in curves.items():
-        turns = list(range(1, len(sizes) + 1))
-        [line] = ax.plot(turns, sizes, linewidth=2, label=label)
+    colours = len(plt.rcParams["axes.prop_cycle"].by_key()["color"])
+    for index, (label, sizes) in enumerate(curves.items()):
+        turns = list(range(1, len(sizes) + 1))  # past the colour cycle, a colour comes again: dashed, to tell them apart
+        [line] = ax.plot(turns, sizes, linewidth=2, label=label, linestyle="-" if index < colours else "--")
         if label in terminated:
             ax.plot(turns[-1:], sizes[-1:], "X", markersize=11, color=line.get_color())
         right, lowest, highest = max(right, turns[-1]), min(lowest, min(sizes)), max(highest, max(sizes))
@@ -78,6 +79,26 @@ def temporal_runs(world: object, workflow_id: str) -> list[Record]:
             for run_id, events in in_own_loop(runs)]
 
 
+def stored_record(world: object, workflow_id: str, stored_size: Callable[[dict[str, str]], int]) -> Record:
+    """What workflow ``workflow_id``'s (latest run's) history keeps in an external payload store, as a
+    :class:`Record` beside its history: one entry per history event, sized by the bytes of the stored payloads that
+    event is the first to refer to -- ``stored_size(claim_data)``, read from the store itself (a payload referred to
+    again is stored once). ``bytes_by_turn`` then reads the store's growth turn by turn, as it reads the history's."""
+    from crashlab.engines.temporal.record import HistoryReader, external_claims, history
+
+    events = history(Store.of(world), workflow_id)
+    seen: set[tuple[tuple[str, str], ...]] = set()
+    entries = []
+    for entry, event in zip(HistoryReader().entries(events), events):
+        size = 0
+        for claim in external_claims(event):
+            if (key := tuple(sorted(claim.items()))) not in seen:
+                seen.add(key)
+                size += stored_size(claim)
+        entries.append(Entry(entry.kind, entry.name, size))
+    return Record("temporal", f"{workflow_id} (external store)", tuple(entries))
+
+
 def history_signals(world: object, workflow_id: str) -> list[tuple[int, bool]]:
     """What the server told the workflow at each workflow task of its (latest) run: the history's size in bytes and
     whether it suggested continuing as new -- the values ``workflow.info().get_current_history_size()`` and
@@ -89,4 +110,5 @@ def history_signals(world: object, workflow_id: str) -> list[tuple[int, bool]]:
             for e in history(Store.of(world), workflow_id) if e.HasField("workflow_task_started_event_attributes")]
 
 
-__all__ = ["bytes_by_turn", "growth_exponent", "growth_plot", "history_signals", "human_bytes", "one_record", "temporal_runs"]
+__all__ = ["bytes_by_turn", "growth_exponent", "growth_plot", "history_signals", "human_bytes", "one_record", "stored_record",
+           "temporal_runs"]

@@ -4,7 +4,7 @@ event's protobuf bytes). Temporal numbers events, not turns: an entry's ``turn``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 from crashlab.engines.record import Entry, Record, Store
 from crashlab.order import ORDER_ID
@@ -63,6 +63,35 @@ class HistoryReader:
         return entries
 
 
+def _payloads(message: Any) -> Iterator[Any]:
+    """Every ``Payload`` inside a protobuf message, at any depth (inputs, results, headers, memos)."""
+    from temporalio.api.common.v1 import Payload
+
+    for field, value in message.ListFields():
+        if field.message_type is None:
+            continue
+        if field.message_type.GetOptions().map_entry:
+            values = list(value.values()) if field.message_type.fields_by_name["value"].message_type else []
+        else:
+            values = list(value) if field.is_repeated else [value]
+        for inner in values:
+            if isinstance(inner, Payload):
+                yield inner
+            else:
+                yield from _payloads(inner)
+
+
+def external_claims(event: Any) -> list[dict[str, str]]:
+    """The claims of the payloads a history event keeps in an external store (temporalio's external payload storage):
+    each reference the SDK wrote in a payload's place, as its driver's ``claim_data``. The SDK marks a reference by
+    the stored payload's size in ``external_payloads``; the claim is the ``ExternalStorageReference`` in its data."""
+    from google.protobuf.json_format import Parse
+    from temporalio.api.sdk.v1.external_storage_pb2 import ExternalStorageReference
+
+    return [dict(Parse(payload.data, ExternalStorageReference()).claim_data)
+            for payload in _payloads(event) if len(payload.external_payloads)]
+
+
 def temporal_activities(world: object, order_id: str = ORDER_ID) -> list[dict]:
     """The activities in the order's workflow history, in the order the history has them: one dict per event
     that schedules or completes one (``event``, ``what``, ``activity_type``, ``activity_id``)."""
@@ -82,4 +111,4 @@ def temporal_activities(world: object, order_id: str = ORDER_ID) -> list[dict]:
     return found
 
 
-__all__ = ["HistoryReader", "history", "temporal_activities"]
+__all__ = ["HistoryReader", "external_claims", "history", "temporal_activities"]
