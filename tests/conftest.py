@@ -4,6 +4,7 @@ in silence (:mod:`silent_waits`), a clean environment for every test, the fixtur
 fresh world), ``world_env`` (its endpoints in this process's environment), ``no_world_env``, ``launcher`` (a warm
 launcher per module, with the module's ``PRELOAD``) and ``lesson_files`` (a master's files in a scratch folder) --
 and the ``needs_restate`` marker (such a test skips, saying how to install the server, where `make setup` could not).
+nbval runs each master without its hidden checks, as the learner's notebook has it (:mod:`nbval_as_learners`).
 
 One pool of workers (the Makefile's ``-n``) for the whole suite: the tests and nbval over the masters. Run as
 two phases, each ended with one worker idle while the other finished its longest item, and paid for its own
@@ -22,6 +23,7 @@ from xdist.scheduler import LoadScopeScheduling
 
 import durations
 import feedback_guard
+import nbval_as_learners
 import nbval_kernels
 import silent_waits
 
@@ -60,6 +62,10 @@ def pytest_configure(config):
     silent_waits.register(config)  # nbval's cells of the masters, wherever they run: a long silence fails its cell
     config.addinivalue_line("markers", "needs_restate: needs the Restate server binary (`make setup` installs it); "
                                        "skips, saying so, without it")
+
+
+def pytest_collection_modifyitems(config, items):
+    nbval_as_learners.strip_hidden_checks(items)  # nbval runs a master as the learner's notebook: see that module
 
 
 def pytest_runtest_setup(item):

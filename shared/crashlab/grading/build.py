@@ -201,14 +201,19 @@ def build_course(solutions: Path | None = None, course: Path | None = None, *, f
     return done
 
 
+def without_hidden_checks(master_cell):
+    """A copy of a master cell with its hidden checks removed, as nbgrader removes them for the student notebook;
+    everything else (nbval's comments included) as it is."""
+    import copy
+
+    cell, _ = ClearHiddenTests().preprocess_cell(copy.deepcopy(master_cell), {}, 0)
+    return cell
+
+
 def as_given_to_students(master_cell) -> str:
     """The source of a master cell as the student notebook shows it: hidden checks removed, nbval comments
     moved to tags (see :mod:`crashlab.grading.build`)."""
-    import copy
-
-
-    cell, _ = ClearHiddenTests().preprocess_cell(copy.deepcopy(master_cell), {}, 0)
-    cell, _ = MoveNbvalMarkersToTags().preprocess_cell(cell, {}, 0)
+    cell, _ = MoveNbvalMarkersToTags().preprocess_cell(without_hidden_checks(master_cell), {}, 0)
     return cell.source
 
 
