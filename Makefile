@@ -62,9 +62,15 @@ demo: setup
 # (tests/conftest.py keeps each notebook's cells on one worker). Four workers on two cores: much of the
 # suite waits on agent processes, servers, durable waits and frozen worlds, and with three the two cores were
 # idle an eighth of the run (a fresh clone: 16 min 0 s of tests with three, 12 min 58 s with four; the README
-# gives the latest times). The suite passes on a machine loaded to 20: no test judges a time.
-test: setup lint
-	$(BIN)/python -m pytest solutions tests -q -n 4 --nbval --nbval-sanitize-with $(NBVAL_SANITIZE) --durations=25
+# gives the latest times). The suite passes on a machine loaded to 20: no test judges a time. The lint runs beside
+# the tests, not before them: it keeps one core busy for half a minute, while the tests' pool fills both; its
+# output comes after the tests', and either failing fails `make test`.
+test: setup
+	@$(MAKE) --no-print-directory lint > .venv/lint.log 2>&1 & lint=$$!; \
+	$(BIN)/python -m pytest solutions tests -q -n 4 --nbval --nbval-sanitize-with $(NBVAL_SANITIZE) --durations=25; \
+	tests=$$?; wait $$lint; linted=$$?; cat .venv/lint.log; \
+	if [ $$linted -ne 0 ]; then echo "error: make lint failed (its output is above)" >&2; fi; \
+	[ $$tests -eq 0 ] && [ $$linted -eq 0 ]
 
 # ruff's checks for errors (pyproject.toml, [tool.ruff]): undefined or unused names, syntax, statement slips -- in
 # the library, the tests and the masters' code (their cells and the files they write: tests/lint_masters.py);
