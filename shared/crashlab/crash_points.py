@@ -204,13 +204,14 @@ def allowed_repeats(label: str | CrashPoint) -> int:
     return sum(point.allowed_repeats for point in crashes)
 
 
-def expected_repeat_words(labels: Iterable[str]) -> str:
+def expected_repeat_forms(labels: Iterable[str]) -> list[str]:
     """Where the rows ``labels`` may show their one expected repeat, in the vocabulary's own forms: a key under a
-    figure of these rows says ``after:model#N``, and names ``mid:model#N@chunkK`` too once a row crashed inside a
-    stream -- a key that named only the first would call the second's orange cell unexplained."""
+    figure of these rows names ``after:model#N``, and ``mid:model#N@chunkK`` too once a row crashed inside a
+    stream -- a key that named only the first would leave the second's orange cell unexplained. Each key joins them
+    in its own way (a line each in a figure, ``<code>`` on a page)."""
     kinds = {point.when for label in labels for point in row_points(label) if point.allowed_repeats}
-    return " or ".join(form for when, form in (("after", "after:model#N"), (MID, f"mid:model#N{CHUNK}K"))
-                       if when in kinds) or "after:model#N"
+    return [form for when, form in (("after", "after:model#N"), (MID, f"mid:model#N{CHUNK}K"))
+            if when in kinds] or ["after:model#N"]
 
 
 def allowed_retractions(label: str | CrashPoint) -> int:
@@ -332,4 +333,4 @@ def double_crash_pairs(sample: int | None = 6, fail: str | None = None) -> list[
 __all__ = ["ALLOWED_REPEAT", "ALLOWED_RETRACTION", "BASELINE", "CHUNK", "FORMS", "FORMS_WITH_UNDO", "MID", "MODEL",
            "THEN", "TURN", "WHENS", "CrashPoint", "Moment", "When", "allowed_repeats", "allowed_retractions",
            "boundary_points", "check_crash_point", "check_on_path", "default_points", "double_crash_pairs",
-           "expected_repeat_words", "failure_points", "row_label", "row_label_lines", "row_points"]
+           "expected_repeat_forms", "failure_points", "row_label", "row_label_lines", "row_points"]

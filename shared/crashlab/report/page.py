@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from crashlab.harness import Matrix
-from crashlab.crash_points import allowed_repeats, expected_repeat_words
+from crashlab.crash_points import allowed_repeats, expected_repeat_forms
 from crashlab.plumbing.outputs import REPORT, REPORT_HEAD, write_output
 from crashlab.report.figures import DPI, png, png_size
 from crashlab.report.screen import CSS as SCREEN_CSS, screen_rows_wrong, screen_table, streams
@@ -229,7 +229,7 @@ def _lead(rows, unjudged: Mapping[int, str]) -> str:
 
 def _key(labels: Sequence[str]) -> str:
     """The key under the page's heatmaps; ``labels``, every row on the page, say where a repeat is expected."""
-    where = " or ".join(f"<code>{form}</code>" for form in expected_repeat_words(labels).split(" or "))
+    where = " or ".join(f"<code>{form}</code>" for form in expected_repeat_forms(labels))
     hatch = f"repeating-linear-gradient(135deg,{NOT_REACHED} 0 4px,#a0a0a0 4px 5px)"
     swatches = [(FAILURE, "real failure (the number is the count)"),
                 (EXPECTED, f"expected: the one repeat at {where} (the answer died in flight)"),

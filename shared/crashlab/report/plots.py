@@ -7,7 +7,7 @@ from typing import Sequence
 
 from crashlab.world.audit import Event
 from crashlab.harness import Matrix, ProcessRun
-from crashlab.crash_points import allowed_repeats, expected_repeat_words
+from crashlab.crash_points import allowed_repeats, expected_repeat_forms
 
 _COLORS = {"model": "#4c72b0", "charge": "#55a868", "reservation": "#8172b2", "confirmation": "#c44e52"}
 
@@ -164,7 +164,7 @@ def lesson_heatmap(matrices: Sequence[Matrix], title: str, names: Sequence[str] 
     # points' column is as wide as its longest label (a double crash's two points); the cells give up what that
     # takes from the notebook's width (0.3 in: the PNG's margins), down to the width their numbers need.
     label_w = max(TextPath((0, 0), point, size=11).get_extents().width for point in points) / 72
-    expected = "expected: 1 repeat at " + expected_repeat_words(points).replace(" or ", "\nor ")
+    expected = "expected: 1 repeat at " + "\nor ".join(expected_repeat_forms(points))
     left, top, below, key = max(2.3, label_w + 0.3), 0.7 + (0.45 if files else 0), 0.35, 1.0 + 0.2 * expected.count("\n")
     cell_w, cell_h = max(0.5, min(0.7, (WIDTH_PX / DPI - 0.3 - left - 0.15) / columns)), 0.32
     width, height = left + cell_w * columns + 0.15, top + cell_h * len(points) + below + key
