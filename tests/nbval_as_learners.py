@@ -3,9 +3,9 @@
 A master's check cells hold the visible checks a learner runs and, between ``# BEGIN HIDDEN TESTS`` and ``# END
 HIDDEN TESTS``, the grader's hidden ones, which nbgrader removes from the student notebook. The hidden checks are the
 grader's: ``tests/grading/test_grading_all.py`` grades every master and fails on any check that does not pass, so
-running them again under nbval proved nothing more and cost the suite minutes of agents, servers and crash rows.
-Without them nbval runs what a learner runs, answers in place: a demonstration that leaned on a name only a hidden
-check defines would fail here, as it would in the learner's Run All.
+running them again under nbval proves nothing more (the heaviest check cells are ``nbval-skip`` already, so this
+saves little time). What it buys is the learner's view: nbval runs what a learner runs, answers in place, and a
+demonstration that leaned on a name only a hidden check defines would fail here, as it would in the learner's Run All.
 
 What nbval compares is unchanged where it matters: a check cell's own line ("exercise N: the visible checks
 passed") is printed by the visible part; the progress lines a hidden check's waits added are among the volatile
