@@ -1,7 +1,6 @@
 """A fixture agent with an impatient model client: it gives up on a model call after 1 s and asks again, as an
 engine's attempt timeout does, so a world that stalls answers -- and bills -- every attempt it was sent. Tools are
-keyed by the order and the step; a finished order is left alone. It waits 1 s after the charge, so that a world
-paused as soon as the charge is in its ledger is paused before the next model call."""
+keyed by the order and the step; a finished order is left alone."""
 
 import os
 import time
@@ -36,8 +35,6 @@ def run(order_id: str) -> None:
             return
         result = call_tool(call["name"], call["input"], idempotency_key=f"{order_id}:{step}")
         messages.append(tool_result_message(call["id"], result))
-        if call["name"] == "charge_card":
-            time.sleep(1.0)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@
 - ``pause:SECONDS``: freeze it (SIGSTOP) that long, then let it go on (SIGCONT): requests in flight and new ones
   hang instead of being refused, as behind a stalled server or network. An engine that gives up on an attempt after
   a timeout starts another while the first still waits, and both are answered once the world goes on: with
-  ``--kills none``, the model calls beyond a clean run's are what those zombie attempts cost.
+  ``--kills none``, the model calls beyond a clean run's are what those zombie attempts cost. A
+  directed pause freezes the world once the order's next request is waiting, so that request is the one in flight.
 
 Each may be *directed* with ``@TOOL`` (``outage:200@charge_card``): it fires as soon as the world has committed
 TOOL's effect for the order it falls to, instead of at a random moment -- the outage that starts right after the
@@ -32,6 +33,7 @@ from crashlab.order import ALL_TOOLS, EFFECT_KIND
 from crashlab.plumbing.processes import frozen, kill_group
 from crashlab.world import World, WorldError
 from crashlab.world.audit import Audit
+from crashlab.world.faults import HOLD_MAX_S
 
 WORLD_FAULTS = ("world-kill", "outage:SECONDS", "flaky:SECONDS", "pause:SECONDS")
 _TIMED = ("outage", "flaky", "pause")  # the faults that last SECONDS
@@ -223,6 +225,8 @@ class SoakWorld:
     def _pause(self, seconds: float, held: str | None) -> None:
         """Freeze the world's server (its whole process group) for ``seconds``; the soak waits for it as for an
         outage. A held order's request then goes on, as one in flight when the world froze."""
+        if held is not None:
+            self._await_held_request()
         self.up.clear()
         self.pauses.append(seconds)
         with frozen(self.world.pid, seconds):  # thawed on time even if this process is killed meanwhile
@@ -232,6 +236,20 @@ class SoakWorld:
                 self.world.release_held(held)
             except WorldError:
                 pass  # the soak is ending and its world with it
+
+    def _await_held_request(self, patience: float = HOLD_MAX_S / 2) -> None:
+        """Wait (at most ``patience`` seconds) until the held order's next request waits at the world's gate, so
+        the world freezes with that request in flight. The soak sees an effect in the ledger as soon as it is
+        committed, which may be before the effect's reply has left: frozen then, the world would hold the reply
+        instead, and the order's next request would arrive after the thaw, meeting no pause at all."""
+        deadline = time.monotonic() + patience
+        while not self.closed.is_set() and time.monotonic() < deadline:
+            try:
+                if self.world.held_requests() > 0:
+                    return
+            except WorldError:
+                return  # the world is gone: the fault that follows finds it so
+            self.closed.wait(0.05)
 
     def _down(self, kind: str, seconds: float) -> None:
         self.up.clear()
