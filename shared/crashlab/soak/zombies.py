@@ -6,8 +6,8 @@ world goes on, every request that reached it is answered, and every answer is bi
 one. The crash harness's rule allows it (no answer was recorded), and no crash point shows it: it takes a stall.
 
 :func:`zombie_cost` runs each lesson's durable reference agent, taken from its master as the soak takes it, on one
-order with no kills and the world frozen (``pause:SECONDS``) as soon as the charge is in its ledger, and counts the
-model calls beyond a clean run's. The same from the command line, one lesson at a time::
+order with no kills and the world frozen (``pause:SECONDS``) once the charge is in its ledger and the order's next
+request has reached it, and counts the model calls beyond a clean run's. The same from the command line, one lesson at a time::
 
     crashlab soak --reference 05 --orders 1 --kills none --world-faults pause:40@charge_card
 """
