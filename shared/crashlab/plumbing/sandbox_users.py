@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import os
 import resource
+import shutil
 import stat
 import subprocess
 
@@ -54,9 +55,19 @@ def kill_every_process_of(uid: int, gid: int) -> None:
     process of that uid in one pass of the kernel's process table, which a fork cannot slip through. Root only."""
     if uid == 0:
         raise SandboxError("refusing to kill every process of root")
+    # setpriv (util-linux, on every Debian and Ubuntu) becomes the user after its exec. With ``user=`` the forked
+    # child became the user first and exec'd after: for that moment a process of the user held a copy of the
+    # caller's memory (the grader's, secrets and all), unreadable to the user (a change of uid makes it
+    # non-dumpable) but there; and a check of every process of the user, run as the grader's, caught it so.
+    setpriv = shutil.which("setpriv")
+    quiet = subprocess.DEVNULL
     try:
-        subprocess.run(["/bin/sh", "-c", _KILL_AS_USER], user=uid, group=gid, extra_groups=[], env={},
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+        if setpriv is not None:
+            subprocess.run([setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "/bin/sh", "-c",
+                            _KILL_AS_USER], env={}, stdin=quiet, stdout=quiet, stderr=quiet, timeout=10)
+        else:
+            subprocess.run(["/bin/sh", "-c", _KILL_AS_USER], user=uid, group=gid, extra_groups=[], env={},
+                           stdin=quiet, stdout=quiet, stderr=quiet, timeout=10)
     except (OSError, subprocess.SubprocessError):
         pass  # the caller lists what is left and tries again
 
